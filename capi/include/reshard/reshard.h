@@ -1,0 +1,490 @@
+/*
+ * libreshard: move tensors from one distributed layout straight into another.
+ *
+ * This is the umbrella header of the public C ABI. Everything here is an
+ * opaque handle, an enum with pinned values, or a function returning
+ * rs_status. See docs/ABI.md for the stability promise.
+ *
+ * The flow:
+ *   rs_context_create_local(world, &ctx)        -- who takes part, domains
+ *   rs_layout_create(ctx, &src) / (&dst)        -- who holds which boxes
+ *   rs_layout_add_tensor / rs_layout_add_shard / rs_layout_add_dtensor
+ *   rs_plan_create(src, dst, &plan)             -- what moves where, when
+ *   rs_plan_stat / rs_plan_to_json              -- look before you leap
+ *   rs_plan_bind(plan, side, rank, buffer, ptr, bytes)
+ *   rs_plan_execute(plan)                       -- move the bytes
+ *
+ * Conventions:
+ * - Every fallible call returns rs_status; results come through trailing
+ *   out-parameters, which are set to 0/NULL on failure.
+ * - On failure a detailed message is recorded on the context of the handle
+ *   involved (rs_context_last_error) and, where no context is at hand, in a
+ *   per-thread buffer (rs_last_error).
+ * - Destroy functions accept NULL. Layouts and plans hold a reference on
+ *   their context, so handles may be destroyed in any order. Any use of a
+ *   handle after its destroy call is illegal.
+ * - One context and the handles made from it may be used by one thread at a
+ *   time; distinct contexts are independent.
+ */
+#ifndef RESHARD_H
+#define RESHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#  define RS_API
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#  define RS_API __attribute__((visibility("default")))
+#else
+#  define RS_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define RS_VERSION_MAJOR 0
+#define RS_VERSION_MINOR 1
+#define RS_VERSION_PATCH 0
+/** major*10000 + minor*100 + patch, e.g. 0.1.0 -> 100. */
+#define RS_VERSION_NUMBER \
+  (RS_VERSION_MAJOR * 10000 + RS_VERSION_MINOR * 100 + RS_VERSION_PATCH)
+
+/** Runtime twin of RS_VERSION_NUMBER (of the loaded library). @since 0.1 */
+RS_API unsigned rs_version_number(void);
+/** Major version of the loaded library. @since 0.1 */
+RS_API unsigned rs_version_major(void);
+/** Minor version of the loaded library. @since 0.1 */
+RS_API unsigned rs_version_minor(void);
+/** Patch version of the loaded library. @since 0.1 */
+RS_API unsigned rs_version_patch(void);
+/** "MAJOR.MINOR.PATCH" of the loaded library; static storage. @since 0.1 */
+RS_API const char *rs_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Status codes. Values are pinned and never renumbered; new codes are added
+ * inside their range. 1xx: the caller's arguments; 2xx: the layouts do not
+ * fit together; 3xx: supported-feature limits; 4xx: resources; 5xx: the
+ * transport and the other ranks; 9xx: bugs in libreshard.
+ */
+typedef enum rs_status {
+  RS_OK = 0,
+
+  RS_ERR_INVALID_ARGUMENT = 100, /**< a value out of its allowed range */
+  RS_ERR_NULL_POINTER = 101,     /**< a required pointer was NULL */
+  RS_ERR_BAD_SHAPE = 102,        /**< zero/negative size, or bad ndim */
+  RS_ERR_TOO_MANY_DIMS = 103,    /**< more than RS_MAX_DIMS dimensions */
+  RS_ERR_OUT_OF_BOUNDS = 104,    /**< a box reaches outside its tensor */
+  RS_ERR_OVERFLOW = 105,         /**< a size or offset overflows int64 */
+  RS_ERR_OVERLAP = 106,          /**< memory written twice / self-overlap */
+  RS_ERR_DUPLICATE_NAME = 107,   /**< a tensor name given twice */
+  RS_ERR_UNKNOWN_TENSOR = 108,   /**< a name no tensor has */
+  RS_ERR_UNKNOWN_RANK = 109,     /**< rank outside [0, world size) */
+  RS_ERR_UNKNOWN_BUFFER = 110,   /**< buffer index not used, or not bound */
+  RS_ERR_BUFFER_TOO_SMALL = 111, /**< bound buffer smaller than its shards */
+  RS_ERR_BAD_PARAM = 112,        /**< unknown parameter or value */
+  RS_ERR_WRONG_CONTEXT = 113,    /**< handles from different contexts */
+
+  RS_ERR_INCOMPATIBLE = 200,     /**< names, shapes differ between layouts */
+  RS_ERR_NOT_COVERED = 201,      /**< a destination element has no source */
+
+  RS_ERR_UNSUPPORTED = 300,      /**< valid, but not supported (yet) */
+
+  RS_ERR_NO_MEMORY = 400,        /**< an allocation failed */
+
+  RS_ERR_TRANSPORT = 500,        /**< the transport engine reported an error */
+  RS_ERR_TIMEOUT = 501,          /**< a peer did not answer in time */
+  RS_ERR_MISMATCH = 502,         /**< ranks disagree on layouts or plan */
+  RS_ERR_CORRUPT = 503,          /**< received bytes failed their check */
+
+  RS_ERR_INTERNAL = 900          /**< a bug in libreshard; please report */
+} rs_status;
+
+/**
+ * Short, static description of a status ("box outside its tensor").
+ * Never NULL; unknown values give "unknown status". @since 0.1
+ */
+RS_API const char *rs_status_string(rs_status status);
+/** The enumerator's name ("RS_ERR_OUT_OF_BOUNDS"); never NULL. @since 0.1 */
+RS_API const char *rs_status_name(rs_status status);
+
+/**
+ * Detail of the last failure on this thread that had no context to record
+ * into (for example a NULL handle, or a failed rs_context_create_local).
+ * Never NULL; "" when there was none. Valid until the next failing call on
+ * this thread. @since 0.1
+ */
+RS_API const char *rs_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                               */
+/* ------------------------------------------------------------------------ */
+
+/** Element types. Pinned values. @since 0.1 */
+typedef enum rs_dtype {
+  RS_DTYPE_U8 = 1,
+  RS_DTYPE_I8 = 2,
+  RS_DTYPE_U16 = 3,
+  RS_DTYPE_I16 = 4,
+  RS_DTYPE_U32 = 5,
+  RS_DTYPE_I32 = 6,
+  RS_DTYPE_U64 = 7,
+  RS_DTYPE_I64 = 8,
+  RS_DTYPE_F16 = 9,
+  RS_DTYPE_BF16 = 10,
+  RS_DTYPE_F32 = 11,
+  RS_DTYPE_F64 = 12,
+  RS_DTYPE_F8_E4M3 = 13,
+  RS_DTYPE_F8_E5M2 = 14,
+  RS_DTYPE_BOOL = 15
+} rs_dtype;
+
+/** Size of one element in bytes; 0 for an unknown dtype. @since 0.1 */
+RS_API size_t rs_dtype_size(rs_dtype dtype);
+/** Lower-case name ("bf16"); "unknown" for an unknown dtype. @since 0.1 */
+RS_API const char *rs_dtype_name(rs_dtype dtype);
+
+/** Largest number of tensor dimensions a layout accepts. */
+#define RS_MAX_DIMS 16
+
+/* ------------------------------------------------------------------------ */
+/* Handles                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Who takes part (world size, domains), settings, transport. */
+typedef struct rs_context rs_context;
+/** Which rank holds which boxes of which tensors, and where in memory. */
+typedef struct rs_layout rs_layout;
+/** What moves from where to where, in which round. Self-contained. */
+typedef struct rs_plan rs_plan;
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Transports a context can drive. Pinned values. @since 0.1 */
+typedef enum rs_transport_kind {
+  RS_TRANSPORT_LOCAL = 1, /**< every rank lives in the calling process */
+  RS_TRANSPORT_MPI = 2,   /**< one rank per MPI process (reshard_mpi.h) */
+  RS_TRANSPORT_NCCL = 3   /**< one GPU per rank (reshard_nccl.h) */
+} rs_transport_kind;
+
+/** rs_context_rank() of a context that drives every rank itself. */
+#define RS_ALL_RANKS (-1)
+
+/**
+ * Create a context whose @p world_size ranks all live in the calling
+ * process (the in-process transport). Every rank starts in its own domain.
+ * The caller owns *out and frees it with rs_context_destroy().
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (world_size < 1 or
+ * above 1<<24), RS_ERR_NO_MEMORY. Details in rs_last_error(). @since 0.1
+ */
+RS_API rs_status rs_context_create_local(int world_size, rs_context **out);
+
+/**
+ * Drop the caller's reference. The context is freed once no layout or plan
+ * made from it remains. NULL does nothing. @since 0.1
+ */
+RS_API void rs_context_destroy(rs_context *ctx);
+
+/**
+ * Detail of the last failure recorded on @p ctx: what was wrong, with the
+ * offending values. Never NULL; "" when none; rs_last_error() text when ctx
+ * is NULL. Valid until the next failing call on the context. @since 0.1
+ */
+RS_API const char *rs_context_last_error(const rs_context *ctx);
+
+/** Number of ranks. Errors: RS_ERR_NULL_POINTER. @since 0.1 */
+RS_API rs_status rs_context_world_size(const rs_context *ctx, int *out);
+/** This process's rank, or RS_ALL_RANKS for the in-process transport. */
+RS_API rs_status rs_context_rank(const rs_context *ctx, int *out);
+/** The transport this context drives. @since 0.1 */
+RS_API rs_status rs_context_transport(const rs_context *ctx,
+                                      rs_transport_kind *out);
+
+/**
+ * Put @p rank in domain @p domain (any integer >= 0 naming a set of ranks
+ * with a fast local fabric between them: an NVLink domain, or one host).
+ * Plans made afterwards use it; existing plans keep what they saw.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_INVALID_ARGUMENT
+ * (domain < 0). @since 0.1
+ */
+RS_API rs_status rs_context_set_domain(rs_context *ctx, int rank, int domain);
+/** Domain of @p rank. Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK. */
+RS_API rs_status rs_context_get_domain(const rs_context *ctx, int rank,
+                                       int *domain);
+/**
+ * Group consecutive ranks into domains of @p ranks_per_domain (rank r goes
+ * to domain r / ranks_per_domain), as launchers place ranks on nodes.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (< 1). @since 0.1
+ */
+RS_API rs_status rs_context_set_domain_size(rs_context *ctx,
+                                            int ranks_per_domain);
+
+/**
+ * Settings, zstd style: enum values grouped by hundreds, each with bounds
+ * (rs_param_bounds) and a default. Pinned values. @since 0.1
+ */
+typedef enum rs_param {
+  /** Staging memory a rank may use for one execution, in bytes.
+   *  Default 256 MiB; bounds [64 KiB, 1 TiB]. Read by rs_plan_create. */
+  RS_PARAM_STAGING_BYTES = 100,
+  /** Largest slice the executor packs and hands to the transport at once,
+   *  in bytes. Default 4 MiB; bounds [4 KiB, 1 GiB]. */
+  RS_PARAM_SLICE_BYTES = 101,
+  /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
+   *  Default 60000; bounds [1, 86400000]. */
+  RS_PARAM_TIMEOUT_MS = 200
+} rs_param;
+
+/**
+ * Set a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM (unknown
+ * parameter, or value outside rs_param_bounds; the setting is unchanged).
+ * @since 0.1
+ */
+RS_API rs_status rs_context_set_param(rs_context *ctx, rs_param param,
+                                      int64_t value);
+/** Read a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM. */
+RS_API rs_status rs_context_get_param(const rs_context *ctx, rs_param param,
+                                      int64_t *value);
+/** Allowed range [lo, hi] of a parameter. Errors: RS_ERR_BAD_PARAM. */
+RS_API rs_status rs_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
+
+/* ------------------------------------------------------------------------ */
+/* Layout                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Create an empty layout on @p ctx. It holds a reference on the context.
+ * Free with rs_layout_destroy(). Errors: RS_ERR_NULL_POINTER,
+ * RS_ERR_NO_MEMORY. @since 0.1
+ */
+RS_API rs_status rs_layout_create(rs_context *ctx, rs_layout **out);
+/** Free a layout; plans made from it stay valid. NULL does nothing. */
+RS_API void rs_layout_destroy(rs_layout *layout);
+
+/**
+ * Declare a logical tensor: a unique non-empty @p name (copied), a dtype and
+ * a shape of @p ndim (1..RS_MAX_DIMS) sizes, each >= 1.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_DUPLICATE_NAME, RS_ERR_TOO_MANY_DIMS,
+ * RS_ERR_BAD_SHAPE, RS_ERR_INVALID_ARGUMENT (unknown dtype, empty name),
+ * RS_ERR_OVERFLOW (total bytes above INT64_MAX). @since 0.1
+ */
+RS_API rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
+                                      rs_dtype dtype, int ndim,
+                                      const int64_t *shape);
+
+/**
+ * Say that @p rank holds the box [offset, offset+extent) of tensor @p name,
+ * stored in its local buffer number @p buffer (>= 0; you bind the memory of
+ * each (rank, buffer) to a plan later) starting @p byte_offset bytes in,
+ * with element @p strides per dimension (NULL: dense row-major). A rank may
+ * hold several boxes of one tensor, and one buffer may hold shards of
+ * several tensors (a fused qkv_proj is three shards in one buffer).
+ * Strides must be >= 1 and must not make the shard overlap itself.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_TENSOR, RS_ERR_UNKNOWN_RANK,
+ * RS_ERR_UNKNOWN_BUFFER (buffer < 0), RS_ERR_BAD_SHAPE (extent < 1),
+ * RS_ERR_OUT_OF_BOUNDS, RS_ERR_OVERFLOW, RS_ERR_OVERLAP,
+ * RS_ERR_INVALID_ARGUMENT (negative byte_offset, stride < 1). @since 0.1
+ */
+RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
+                                     int rank, const int64_t *offset,
+                                     const int64_t *extent, int buffer,
+                                     int64_t byte_offset,
+                                     const int64_t *strides);
+
+/** Placement of a mesh axis that replicates the tensor (DTensor Replicate). */
+#define RS_REPLICATE (-1)
+
+/**
+ * Add the shards of tensor @p name laid out DTensor style: a device mesh of
+ * @p mesh_ndim axes with sizes @p mesh_shape, whose ranks in row-major mesh
+ * order are @p mesh_ranks (product of mesh_shape entries), and one placement
+ * per mesh axis: RS_REPLICATE or a tensor dimension d (Shard(d)). Uneven
+ * sizes follow torch.chunk: chunk = ceil(size / n), trailing shards may be
+ * short or empty (empty shards are skipped). Several axes sharding the same
+ * dim nest left to right, as DTensor does. Each rank's local shard is dense
+ * row-major in its buffer @p buffer at @p byte_offset.
+ * Errors: as rs_layout_add_shard, plus RS_ERR_INVALID_ARGUMENT (placement
+ * not a dim of the tensor, mesh axis < 1, duplicate rank in the mesh).
+ * @since 0.1
+ */
+RS_API rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
+                                       int mesh_ndim,
+                                       const int64_t *mesh_shape,
+                                       const int *mesh_ranks,
+                                       const int *placements, int buffer,
+                                       int64_t byte_offset);
+
+/**
+ * The box a DTensor placement gives the mesh coordinate @p coord (mesh_ndim
+ * entries) of a tensor of shape @p shape: offset and extent, ndim entries
+ * each, written by the caller-provided arrays. An empty shard has extent 0
+ * in the sharded dim. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_SHAPE,
+ * RS_ERR_TOO_MANY_DIMS, RS_ERR_INVALID_ARGUMENT (coordinate outside the
+ * mesh, bad placement). Details in rs_last_error(). @since 0.1
+ */
+RS_API rs_status rs_dtensor_local_box(int ndim, const int64_t *shape,
+                                      int mesh_ndim,
+                                      const int64_t *mesh_shape,
+                                      const int *placements,
+                                      const int64_t *coord, int64_t *offset,
+                                      int64_t *extent);
+
+/** Number of tensors declared. Errors: RS_ERR_NULL_POINTER. @since 0.1 */
+RS_API rs_status rs_layout_num_tensors(const rs_layout *layout, int *out);
+/** Number of shards added. Errors: RS_ERR_NULL_POINTER. @since 0.1 */
+RS_API rs_status rs_layout_num_shards(const rs_layout *layout, int64_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Plan                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Compute the plan that turns layout @p src into layout @p dst (both from
+ * the same context): which source replica sends each piece, which pieces
+ * cross between domains once and are forwarded inside them, and how the work
+ * is cut into rounds that fit RS_PARAM_STAGING_BYTES per rank. Every rank
+ * computes the same plan from the same inputs. The plan copies what it
+ * needs: the layouts may be destroyed afterwards. Free with
+ * rs_plan_destroy().
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_WRONG_CONTEXT, RS_ERR_INCOMPATIBLE
+ * (names or shapes differ), RS_ERR_UNSUPPORTED (dtype change),
+ * RS_ERR_NOT_COVERED (a destination element no source holds; the message
+ * names the tensor and element), RS_ERR_OVERLAP (two destination shards of
+ * one rank share bytes), RS_ERR_NO_MEMORY. @since 0.1
+ */
+RS_API rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
+                                rs_plan **out);
+/** Free a plan. NULL does nothing. @since 0.1 */
+RS_API void rs_plan_destroy(rs_plan *plan);
+
+/** Per-rank figures of a plan, read with rs_plan_stat(). @since 0.1 */
+typedef enum rs_stat {
+  RS_STAT_BYTES_SENT_INTRA = 1,  /**< to other ranks of the same domain */
+  RS_STAT_BYTES_SENT_INTER = 2,  /**< to ranks of other domains */
+  RS_STAT_BYTES_RECV_INTRA = 3,
+  RS_STAT_BYTES_RECV_INTER = 4,
+  RS_STAT_BYTES_LOCAL = 5,       /**< copied inside the rank itself */
+  RS_STAT_MESSAGES_SENT = 6,
+  RS_STAT_MESSAGES_RECV = 7,
+  RS_STAT_ROUNDS = 8,            /**< rounds of the whole plan */
+  RS_STAT_STAGING_BYTES = 9,     /**< peak staging the rank needs */
+  RS_STAT_MOVES = 10             /**< moves the rank takes part in */
+} rs_stat;
+
+/**
+ * Read figure @p stat of @p rank; rank RS_ALL_RANKS sums over ranks (for
+ * RS_STAT_ROUNDS and RS_STAT_STAGING_BYTES: the maximum).
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_INVALID_ARGUMENT
+ * (unknown stat). @since 0.1
+ */
+RS_API rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
+                              int64_t *value);
+
+/** How a move travels. Pinned values. @since 0.1 */
+typedef enum rs_route {
+  RS_ROUTE_LOCAL = 0, /**< inside one rank: a copy */
+  RS_ROUTE_INTRA = 1, /**< between ranks of one domain */
+  RS_ROUTE_INTER = 2  /**< between domains */
+} rs_route;
+
+/** Number of moves (box copies) in the plan. @since 0.1 */
+RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
+
+/**
+ * Describe move @p index (0 <= index < rs_plan_num_moves): its tensor (index
+ * into the plan's tensors, see rs_plan_tensor_name), source and destination
+ * ranks, route, round, and whether it forwards bytes that crossed into the
+ * domain earlier in the round (forwarded = 1). Any out pointer may be NULL.
+ * Errors: RS_ERR_NULL_POINTER (plan), RS_ERR_INVALID_ARGUMENT (index).
+ * @since 0.1
+ */
+RS_API rs_status rs_plan_move_info(const rs_plan *plan, int64_t index,
+                                   int *tensor, int *src_rank, int *dst_rank,
+                                   rs_route *route, int *round,
+                                   int *forwarded);
+/**
+ * The box a move carries, in the tensor's global coordinates: @p offset and
+ * @p extent must each have room for the tensor's ndim entries.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (index). @since 0.1
+ */
+RS_API rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
+                                  int64_t *offset, int64_t *extent);
+
+/** Number of tensors the plan moves. @since 0.1 */
+RS_API rs_status rs_plan_num_tensors(const rs_plan *plan, int *out);
+/**
+ * Name (owned by the plan, valid while it lives) and ndim of tensor
+ * @p tensor of the plan. Either out pointer may be NULL.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT. @since 0.1
+ */
+RS_API rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
+                                     const char **name, int *ndim);
+
+/**
+ * A 64-bit fingerprint of everything the plan was computed from (tensors,
+ * shards, domains, staging setting). Ranks that agree on it compute the same
+ * plan. @since 0.1
+ */
+RS_API rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out);
+
+/**
+ * The whole plan as JSON (tensors, per-rank figures, every move with its
+ * box, ranks, route and round). *json is NUL-terminated, owned by the
+ * caller and freed with rs_free(); *length (may be NULL) gets its length.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_NO_MEMORY. @since 0.1
+ */
+RS_API rs_status rs_plan_to_json(const rs_plan *plan, char **json,
+                                 size_t *length);
+
+/** Free memory libreshard handed to the caller. NULL does nothing. */
+RS_API void rs_free(void *ptr);
+
+/** Which layout a buffer belongs to. Pinned values. @since 0.1 */
+typedef enum rs_side {
+  RS_SIDE_SRC = 0,
+  RS_SIDE_DST = 1
+} rs_side;
+
+/**
+ * Tell the plan where buffer @p buffer of @p rank on @p side lives: @p ptr,
+ * @p bytes long (host memory for the local and MPI transports). A later
+ * bind of the same (side, rank, buffer) replaces the earlier one. A context
+ * driving one rank accepts only its own rank. The memory must stay valid
+ * while the plan executes; libreshard never frees it.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_UNKNOWN_BUFFER
+ * (no shard of that side and rank uses the buffer), RS_ERR_BUFFER_TOO_SMALL
+ * (a shard reaches past @p bytes), RS_ERR_INVALID_ARGUMENT (bad side).
+ * @since 0.1
+ */
+RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
+                              int buffer, void *ptr, size_t bytes);
+
+/**
+ * Move the bytes: afterwards every destination shard holds its box of the
+ * source tensors, bit-exact. The plan is checked whole before any
+ * destination byte is written: every buffer the driven ranks need must be
+ * bound, and no bound destination buffer may overlap a bound source buffer
+ * of the same rank. A plan may be executed again (after the source weights
+ * changed) without re-planning.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_BUFFER (a needed buffer is
+ * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
+ * RS_ERR_NO_MEMORY (staging), transport errors (5xx). @since 0.1
+ */
+RS_API rs_status rs_plan_execute(rs_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RESHARD_H */

@@ -1,0 +1,129 @@
+#include "api.h"
+#include "context.h"
+#include "transport/transport.h"
+
+rs_status rs_context_create_local(int world_size, rs_context **out) {
+  rsi_err *err = rsi_thread_err();
+  API_REQUIRE(out, err, "rs_context_create_local");
+  *out = NULL;
+  if (world_size < 1 || world_size > (1 << 24))
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "world size %d, must be 1..%d", world_size, 1 << 24);
+  rsi_transport *tp;
+  RSI_TRY(rsi_local_transport_create(&tp));
+  rs_status st =
+      rsi_context_create(world_size, RS_ALL_RANKS, RS_TRANSPORT_LOCAL, tp, out);
+  if (st != RS_OK) tp->ops->destroy(tp);
+  return st;
+}
+
+void rs_context_destroy(rs_context *ctx) { rsi_context_unref(ctx); }
+
+const char *rs_context_last_error(const rs_context *ctx) {
+  return ctx ? ctx->err.msg : rs_last_error();
+}
+
+rs_status rs_context_world_size(const rs_context *ctx, int *out) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_world_size");
+  API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_world_size");
+  *out = ctx->world_size;
+  return RS_OK;
+}
+
+rs_status rs_context_rank(const rs_context *ctx, int *out) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_rank");
+  API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_rank");
+  *out = ctx->rank;
+  return RS_OK;
+}
+
+rs_status rs_context_transport(const rs_context *ctx, rs_transport_kind *out) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_transport");
+  API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_transport");
+  *out = ctx->kind;
+  return RS_OK;
+}
+
+rs_status rs_context_set_domain(rs_context *ctx, int rank, int domain) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_domain");
+  if (rank < 0 || rank >= ctx->world_size)
+    return RSI_FAIL(&ctx->err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)",
+                    rank, ctx->world_size);
+  if (domain < 0)
+    return RSI_FAIL(&ctx->err, RS_ERR_INVALID_ARGUMENT,
+                    "domain %d for rank %d, must be >= 0", domain, rank);
+  ctx->domain_of[rank] = domain;
+  return RS_OK;
+}
+
+rs_status rs_context_get_domain(const rs_context *ctx, int rank, int *domain) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_domain");
+  rsi_err *err = (rsi_err *)&ctx->err;
+  API_REQUIRE(domain, err, "rs_context_get_domain");
+  *domain = 0;
+  if (rank < 0 || rank >= ctx->world_size)
+    return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
+                    ctx->world_size);
+  *domain = ctx->domain_of[rank];
+  return RS_OK;
+}
+
+rs_status rs_context_set_domain_size(rs_context *ctx, int ranks_per_domain) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_domain_size");
+  if (ranks_per_domain < 1)
+    return RSI_FAIL(&ctx->err, RS_ERR_INVALID_ARGUMENT,
+                    "%d ranks per domain, must be at least 1",
+                    ranks_per_domain);
+  for (int r = 0; r < ctx->world_size; r++)
+    ctx->domain_of[r] = r / ranks_per_domain;
+  return RS_OK;
+}
+
+static int64_t *param_slot(rs_context *ctx, rs_param param) {
+  switch (param) {
+    case RS_PARAM_STAGING_BYTES: return &ctx->staging_bytes;
+    case RS_PARAM_SLICE_BYTES: return &ctx->slice_bytes;
+    case RS_PARAM_TIMEOUT_MS: return &ctx->timeout_ms;
+  }
+  return NULL;
+}
+
+rs_status rs_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
+  rsi_err *err = rsi_thread_err();
+  API_REQUIRE(lo, err, "rs_param_bounds");
+  API_REQUIRE(hi, err, "rs_param_bounds");
+  *lo = *hi = 0;
+  if (rsi_param_bounds(param, lo, hi) != RS_OK)
+    return RSI_FAIL(err, RS_ERR_BAD_PARAM, "unknown parameter %d", (int)param);
+  return RS_OK;
+}
+
+rs_status rs_context_set_param(rs_context *ctx, rs_param param,
+                               int64_t value) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_param");
+  int64_t lo, hi;
+  int64_t *slot = param_slot(ctx, param);
+  if (!slot || rsi_param_bounds(param, &lo, &hi) != RS_OK)
+    return RSI_FAIL(&ctx->err, RS_ERR_BAD_PARAM, "unknown parameter %d",
+                    (int)param);
+  if (value < lo || value > hi)
+    return RSI_FAIL(&ctx->err, RS_ERR_BAD_PARAM,
+                    "parameter %d: value %lld outside [%lld, %lld]",
+                    (int)param, (long long)value, (long long)lo,
+                    (long long)hi);
+  *slot = value;
+  return RS_OK;
+}
+
+rs_status rs_context_get_param(const rs_context *ctx, rs_param param,
+                               int64_t *value) {
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_param");
+  rsi_err *err = (rsi_err *)&ctx->err;
+  API_REQUIRE(value, err, "rs_context_get_param");
+  *value = 0;
+  int64_t *slot = param_slot((rs_context *)ctx, param);
+  if (!slot)
+    return RSI_FAIL(err, RS_ERR_BAD_PARAM, "unknown parameter %d", (int)param);
+  *value = *slot;
+  return RS_OK;
+}

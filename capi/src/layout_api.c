@@ -1,0 +1,77 @@
+#include "api.h"
+#include "layout.h"
+
+rs_status rs_layout_create(rs_context *ctx, rs_layout **out) {
+  API_REQUIRE(out, ctx ? &ctx->err : rsi_thread_err(), "rs_layout_create");
+  *out = NULL;
+  API_REQUIRE(ctx, rsi_thread_err(), "rs_layout_create");
+  return rsi_layout_create(ctx, out);
+}
+
+void rs_layout_destroy(rs_layout *layout) { rsi_layout_destroy(layout); }
+
+rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
+                               rs_dtype dtype, int ndim,
+                               const int64_t *shape) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_tensor");
+  rsi_err *err = &layout->ctx->err;
+  API_REQUIRE(name, err, "rs_layout_add_tensor");
+  API_REQUIRE(shape, err, "rs_layout_add_tensor");
+  return rsi_layout_add_tensor(layout, name, dtype, ndim, shape);
+}
+
+rs_status rs_layout_add_shard(rs_layout *layout, const char *name, int rank,
+                              const int64_t *offset, const int64_t *extent,
+                              int buffer, int64_t byte_offset,
+                              const int64_t *strides) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_shard");
+  rsi_err *err = &layout->ctx->err;
+  API_REQUIRE(name, err, "rs_layout_add_shard");
+  API_REQUIRE(offset, err, "rs_layout_add_shard");
+  API_REQUIRE(extent, err, "rs_layout_add_shard");
+  return rsi_layout_add_shard(layout, name, rank, offset, extent, buffer,
+                              byte_offset, strides);
+}
+
+rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
+                                int mesh_ndim, const int64_t *mesh_shape,
+                                const int *mesh_ranks, const int *placements,
+                                int buffer, int64_t byte_offset) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_dtensor");
+  rsi_err *err = &layout->ctx->err;
+  API_REQUIRE(name, err, "rs_layout_add_dtensor");
+  API_REQUIRE(mesh_shape, err, "rs_layout_add_dtensor");
+  API_REQUIRE(mesh_ranks, err, "rs_layout_add_dtensor");
+  API_REQUIRE(placements, err, "rs_layout_add_dtensor");
+  return rsi_layout_add_dtensor(layout, name, mesh_ndim, mesh_shape,
+                                mesh_ranks, placements, buffer, byte_offset);
+}
+
+rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
+                               const int64_t *mesh_shape,
+                               const int *placements, const int64_t *coord,
+                               int64_t *offset, int64_t *extent) {
+  rsi_err *err = rsi_thread_err();
+  API_REQUIRE(shape, err, "rs_dtensor_local_box");
+  API_REQUIRE(mesh_shape, err, "rs_dtensor_local_box");
+  API_REQUIRE(placements, err, "rs_dtensor_local_box");
+  API_REQUIRE(coord, err, "rs_dtensor_local_box");
+  API_REQUIRE(offset, err, "rs_dtensor_local_box");
+  API_REQUIRE(extent, err, "rs_dtensor_local_box");
+  return rsi_dtensor_box(ndim, shape, mesh_ndim, mesh_shape, placements,
+                         coord, offset, extent, err);
+}
+
+rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_num_tensors");
+  API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_tensors");
+  *out = layout->ntensors;
+  return RS_OK;
+}
+
+rs_status rs_layout_num_shards(const rs_layout *layout, int64_t *out) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_num_shards");
+  API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_shards");
+  *out = layout->nshards;
+  return RS_OK;
+}

@@ -1,0 +1,62 @@
+#include "context.h"
+
+#include <stdlib.h>
+
+#include "transport/transport.h"
+
+#define MIB ((int64_t)1 << 20)
+
+rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
+                             struct rsi_transport *transport,
+                             rs_context **out) {
+  rs_context *ctx = calloc(1, sizeof *ctx);
+  int *domains = calloc((size_t)world_size, sizeof *domains);
+  if (!ctx || !domains) {
+    free(ctx);
+    free(domains);
+    return RSI_NOMEM(NULL);
+  }
+  atomic_init(&ctx->refs, 1);
+  ctx->world_size = world_size;
+  ctx->rank = rank;
+  ctx->kind = kind;
+  ctx->domain_of = domains;
+  for (int r = 0; r < world_size; r++) domains[r] = r;
+  ctx->staging_bytes = 256 * MIB;
+  ctx->slice_bytes = 4 * MIB;
+  ctx->timeout_ms = 60000;
+  ctx->transport = transport;
+  *out = ctx;
+  return RS_OK;
+}
+
+void rsi_context_ref(rs_context *ctx) {
+  atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
+}
+
+void rsi_context_unref(rs_context *ctx) {
+  if (!ctx) return;
+  if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  if (ctx->transport) ctx->transport->ops->destroy(ctx->transport);
+  free(ctx->domain_of);
+  free(ctx);
+}
+
+rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
+  switch (param) {
+    case RS_PARAM_STAGING_BYTES:
+      *lo = 64 * 1024;
+      *hi = (int64_t)1 << 40;
+      return RS_OK;
+    case RS_PARAM_SLICE_BYTES:
+      *lo = 4 * 1024;
+      *hi = (int64_t)1 << 30;
+      return RS_OK;
+    case RS_PARAM_TIMEOUT_MS:
+      *lo = 1;
+      *hi = 86400000;
+      return RS_OK;
+  }
+  return RS_ERR_BAD_PARAM;
+}

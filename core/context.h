@@ -1,0 +1,40 @@
+/* The context: world, domains, settings, transport, and the error record
+ * that every handle made from it reports into. Reference counted: layouts
+ * and plans hold a reference, so any destroy order is safe. */
+#ifndef RS_CORE_CONTEXT_H
+#define RS_CORE_CONTEXT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "error.h"
+
+struct rsi_transport;
+
+struct rs_context {
+  atomic_int refs;
+  int world_size;
+  int rank; /* RS_ALL_RANKS when this process drives every rank */
+  rs_transport_kind kind;
+  int *domain_of; /* world_size entries */
+  int64_t staging_bytes;
+  int64_t slice_bytes;
+  int64_t timeout_ms;
+  struct rsi_transport *transport;
+  rsi_err err;
+};
+
+rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
+                             struct rsi_transport *transport,
+                             rs_context **out);
+void rsi_context_ref(rs_context *ctx);
+void rsi_context_unref(rs_context *ctx);
+
+rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
+
+/* True when this process drives rank r. */
+static inline int rsi_context_drives(const rs_context *ctx, int r) {
+  return ctx->rank == RS_ALL_RANKS || ctx->rank == r;
+}
+
+#endif

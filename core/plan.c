@@ -1,0 +1,891 @@
+/* The planner: intersections, replica choice, domain grouping.
+ *
+ * Per tensor, shards with identical boxes are grouped (a group's holders are
+ * its replicas). Source groups are indexed on the dim whose offsets are most
+ * varied: sorted by offset there, a query box [a, b) scans only the groups
+ * whose offset lies in (a - longest extent, b). For shards that form grids
+ * this costs O(G log G) to build and O(log G + k) per query (k candidates
+ * found), instead of comparing every source shard with every destination
+ * shard.
+ *
+ * Destination groups are visited per domain. A region several ranks of one
+ * domain need is a "fragment": it is cut into pieces, one per source group
+ * covering it, and each piece crosses into the domain once (to the needer
+ * with the least inter-domain receive load so far), which then forwards it to
+ * the other needers over the domain's fabric. A piece whose source has a
+ * replica inside the domain never crosses at all. Source replicas are
+ * chosen by least send load so far. */
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "box.h"
+
+/* ---- scratch ---------------------------------------------------------- */
+
+typedef struct sort_key {
+  const int64_t *geom; /* offset, extent */
+  int32_t ndim, domain, rank;
+  int64_t index;       /* shard index */
+} sort_key;
+
+typedef struct group {
+  int64_t first, n; /* holders: keys[first .. first+n) of their side */
+  const int64_t *off, *ext;
+} group;
+
+typedef struct needer {
+  int64_t shard;
+  int32_t rank;
+  const int64_t *off, *ext;
+} needer;
+
+typedef struct domain_entry {
+  int32_t domain;
+  int64_t group, first, n; /* holders keys[first .. first+n) in domain */
+} domain_entry;
+
+typedef struct planner {
+  rs_plan *plan;
+  rsi_err *err;
+  int tensor, ndim, esize;
+  /* per tensor */
+  sort_key *skeys, *dkeys;
+  group *sgroups, *dgroups;
+  int64_t nsg, ndg;
+  int64_t *by_key; /* source groups sorted by offset in dim `key` */
+  int key;
+  int64_t maxlen;
+  bool src_disjoint, dst_disjoint;
+  domain_entry *entries;
+  int64_t nentries;
+  /* scratch lists */
+  int64_t *cands;
+  needer *needers;
+  int64_t cap_needers;
+  rsi_pool frags; /* fragments: offset[ndim], extent[ndim] each */
+  rsi_pool work;  /* carving */
+  /* loads, for balance */
+  int64_t *send_load, *recv_inter_load;
+  /* scheduling units */
+  int64_t *unit_end;
+  int64_t nunits, cap_units;
+} planner;
+
+static int cmp_key(const void *x, const void *y) {
+  const sort_key *a = x, *b = y;
+  for (int i = 0; i < 2 * a->ndim; i++)
+    if (a->geom[i] != b->geom[i]) return a->geom[i] < b->geom[i] ? -1 : 1;
+  if (a->domain != b->domain) return a->domain < b->domain ? -1 : 1;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+/* ---- moves ------------------------------------------------------------ */
+
+static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
+                           int src_kind, int64_t src_index, int src_rank,
+                           int dst_kind, int64_t dst_index, int dst_rank,
+                           int stage, int forwarded) {
+  rs_plan *plan = p->plan;
+  if (plan->nmoves == plan->cap_moves) {
+    int64_t cap = plan->cap_moves ? plan->cap_moves * 2 : 1024;
+    rsi_move *m = realloc(plan->moves, (size_t)cap * sizeof *m);
+    if (!m) return RSI_NOMEM(p->err);
+    plan->moves = m;
+    plan->cap_moves = cap;
+  }
+  int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
+  if (at < 0) return RS_ERR_NO_MEMORY;
+  memcpy(plan->boxes.v + at, off, (size_t)p->ndim * sizeof *off);
+  memcpy(plan->boxes.v + at + p->ndim, ext, (size_t)p->ndim * sizeof *ext);
+  int64_t vol;
+  rsi_box_volume(p->ndim, ext, &vol); /* within a checked shard */
+  rsi_move *m = &plan->moves[plan->nmoves++];
+  memset(m, 0, sizeof *m);
+  m->box = at;
+  m->bytes = vol * p->esize;
+  m->tensor = p->tensor;
+  m->src_kind = (uint8_t)src_kind;
+  m->src_index = (int32_t)src_index;
+  m->src_rank = src_rank;
+  m->dst_kind = (uint8_t)dst_kind;
+  m->dst_index = (int32_t)dst_index;
+  m->dst_rank = dst_rank;
+  m->stage = (uint8_t)stage;
+  m->forwarded = (uint8_t)forwarded;
+  if (src_rank == dst_rank)
+    m->route = RS_ROUTE_LOCAL;
+  else if (plan->domain_of[src_rank] == plan->domain_of[dst_rank])
+    m->route = RS_ROUTE_INTRA;
+  else
+    m->route = RS_ROUTE_INTER;
+  if (m->route != RS_ROUTE_LOCAL) p->send_load[src_rank] += m->bytes;
+  if (m->route == RS_ROUTE_INTER) p->recv_inter_load[dst_rank] += m->bytes;
+  return RS_OK;
+}
+
+static rs_status end_unit(planner *p) {
+  if (p->nunits == p->cap_units) {
+    int64_t cap = p->cap_units ? p->cap_units * 2 : 1024;
+    int64_t *u = realloc(p->unit_end, (size_t)cap * sizeof *u);
+    if (!u) return RSI_NOMEM(p->err);
+    p->unit_end = u;
+    p->cap_units = cap;
+  }
+  p->unit_end[p->nunits++] = p->plan->nmoves;
+  return RS_OK;
+}
+
+static rs_status push_relay(planner *p, int rank, const int64_t *off,
+                            const int64_t *ext, int64_t *index) {
+  rs_plan *plan = p->plan;
+  if (plan->nrelays == plan->cap_relays) {
+    int64_t cap = plan->cap_relays ? plan->cap_relays * 2 : 64;
+    rsi_relay *r = realloc(plan->relays, (size_t)cap * sizeof *r);
+    if (!r) return RSI_NOMEM(p->err);
+    plan->relays = r;
+    plan->cap_relays = cap;
+  }
+  int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
+  if (at < 0) return RS_ERR_NO_MEMORY;
+  memcpy(plan->boxes.v + at, off, (size_t)p->ndim * sizeof *off);
+  memcpy(plan->boxes.v + at + p->ndim, ext, (size_t)p->ndim * sizeof *ext);
+  rsi_relay *r = &plan->relays[plan->nrelays];
+  r->rank = rank;
+  r->round = -1;
+  r->box = at;
+  r->staging_offset = -1;
+  *index = plan->nrelays++;
+  return RS_OK;
+}
+
+/* ---- delivering one piece -------------------------------------------- */
+
+/* Deliver piece (off, ext), held by every replica of source group g, to the
+ * needers of one domain (their boxes meet the piece). */
+static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
+                         const group *g, int domain, int64_t nneed) {
+  const sort_key *holders = p->skeys + g->first;
+  int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
+
+  /* A replica inside the domain: no crossing at all. */
+  bool inside = false;
+  for (int64_t h = 0; h < g->n && !inside; h++)
+    inside = holders[h].domain == domain;
+  if (inside) {
+    for (int64_t i = 0; i < nneed; i++) {
+      const needer *n = &p->needers[i];
+      if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                             sub_ext))
+        continue;
+      const sort_key *best = NULL;
+      for (int64_t h = 0; h < g->n; h++) {
+        const sort_key *k = &holders[h];
+        if (k->domain != domain) continue;
+        if (k->rank == n->rank) {
+          best = k;
+          break;
+        }
+        if (!best || p->send_load[k->rank] < p->send_load[best->rank])
+          best = k;
+      }
+      RSI_TRY(push_move(p, sub_off, sub_ext, RSI_EP_SRC, best->index,
+                        best->rank, RSI_EP_DST, n->shard, n->rank, 0, 0));
+      RSI_TRY(end_unit(p));
+    }
+    return RS_OK;
+  }
+
+  /* Cross once: the least loaded replica sends. */
+  const sort_key *src = &holders[0];
+  for (int64_t h = 1; h < g->n; h++)
+    if (p->send_load[holders[h].rank] < p->send_load[src->rank])
+      src = &holders[h];
+
+  int64_t count = 0;
+  const needer *only = NULL, *relay = NULL;
+  for (int64_t i = 0; i < nneed; i++) {
+    const needer *n = &p->needers[i];
+    if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                           sub_ext))
+      continue;
+    count++;
+    only = n;
+    bool whole = rsi_box_contains(p->ndim, n->off, n->ext, off, ext);
+    if (whole && (!relay || p->recv_inter_load[n->rank] <
+                                p->recv_inter_load[relay->rank]))
+      relay = n;
+  }
+  if (count == 0) return RS_OK;
+  if (count == 1) {
+    rsi_box_intersect(p->ndim, off, ext, only->off, only->ext, sub_off,
+                      sub_ext);
+    RSI_TRY(push_move(p, sub_off, sub_ext, RSI_EP_SRC, src->index, src->rank,
+                      RSI_EP_DST, only->shard, only->rank, 0, 0));
+    return end_unit(p);
+  }
+
+  int from_kind, from_rank;
+  int64_t from_index = 0;
+  if (relay) { /* lands in a needer that wants all of it, forwarded from there */
+    RSI_TRY(push_move(p, off, ext, RSI_EP_SRC, src->index, src->rank,
+                      RSI_EP_DST, relay->shard, relay->rank, 0, 0));
+    from_kind = RSI_EP_DST;
+    from_index = relay->shard;
+    from_rank = relay->rank;
+  } else { /* no needer wants all of it: a relay slot in staging */
+    const needer *at = NULL;
+    for (int64_t i = 0; i < nneed; i++) {
+      const needer *n = &p->needers[i];
+      if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                             sub_ext))
+        continue;
+      if (!at || p->recv_inter_load[n->rank] < p->recv_inter_load[at->rank])
+        at = n;
+    }
+    RSI_TRY(push_relay(p, at->rank, off, ext, &from_index));
+    RSI_TRY(push_move(p, off, ext, RSI_EP_SRC, src->index, src->rank,
+                      RSI_EP_RELAY, from_index, at->rank, 0, 0));
+    from_kind = RSI_EP_RELAY;
+    from_rank = at->rank;
+  }
+  for (int64_t i = 0; i < nneed; i++) {
+    const needer *n = &p->needers[i];
+    if (from_kind == RSI_EP_DST && n == relay) continue;
+    if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                           sub_ext))
+      continue;
+    RSI_TRY(push_move(p, sub_off, sub_ext, from_kind, from_index, from_rank,
+                      RSI_EP_DST, n->shard, n->rank, 1, 1));
+  }
+  return end_unit(p);
+}
+
+/* Cut a piece so that one unit (first hop plus forwards) fits a round:
+ * slabs along the outermost dim that can be cut, 1-thick above it. */
+static rs_status deliver_bounded(planner *p, const int64_t *off,
+                                 const int64_t *ext, const group *g,
+                                 int domain, int64_t nneed) {
+  int64_t vol;
+  rsi_box_volume(p->ndim, ext, &vol);
+  int64_t limit = p->plan->round_capacity / (nneed + 1);
+  if (vol * p->esize <= limit) return deliver(p, off, ext, g, domain, nneed);
+
+  int64_t inner = p->esize; /* bytes of one index step in dim d */
+  int d = p->ndim - 1;
+  while (d > 0 && inner * ext[d] <= limit) inner *= ext[d--];
+  int64_t step = limit / inner;
+  if (step < 1) step = 1;
+  int64_t coff[RSI_MAX_DIMS], cext[RSI_MAX_DIMS], idx[RSI_MAX_DIMS] = {0};
+  memcpy(coff, off, (size_t)p->ndim * sizeof *off);
+  memcpy(cext, ext, (size_t)p->ndim * sizeof *ext);
+  for (int j = 0; j < d; j++) cext[j] = 1;
+  for (;;) {
+    for (int64_t s = 0; s < ext[d]; s += step) {
+      coff[d] = off[d] + s;
+      cext[d] = ext[d] - s < step ? ext[d] - s : step;
+      RSI_TRY(deliver(p, coff, cext, g, domain, nneed));
+    }
+    int j = d - 1;
+    for (; j >= 0; j--) {
+      if (++idx[j] < ext[j]) break;
+      idx[j] = 0;
+    }
+    if (j < 0) break;
+    for (int k = 0; k < d; k++) coff[k] = off[k] + idx[k];
+  }
+  return RS_OK;
+}
+
+/* ---- groups and the source index ---------------------------------------- */
+
+typedef struct key_value {
+  int64_t v, i;
+} key_value;
+
+static int cmp_key_value(const void *x, const void *y) {
+  const key_value *a = x, *b = y;
+  if (a->v != b->v) return a->v < b->v ? -1 : 1;
+  return (a->i > b->i) - (a->i < b->i);
+}
+
+/* Sort one tensor's shards of a side by (box, domain, rank) and cut the
+ * runs of identical boxes into groups. */
+static rs_status make_groups(planner *p, const rsi_side *side,
+                             const int64_t *shard_ids, int64_t n,
+                             sort_key *keys, group *groups, int64_t *ngroups) {
+  for (int64_t i = 0; i < n; i++) {
+    const rsi_shard *s = &side->shards[shard_ids[i]];
+    keys[i] = (sort_key){side->pool.v + s->geom, p->ndim,
+                         p->plan->domain_of[s->rank], s->rank, shard_ids[i]};
+  }
+  qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+  int64_t g = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (i == 0 || !rsi_box_equal(p->ndim, keys[i].geom, keys[i].geom + p->ndim,
+                                 keys[i - 1].geom,
+                                 keys[i - 1].geom + p->ndim)) {
+      groups[g] = (group){i, 0, keys[i].geom, keys[i].geom + p->ndim};
+      g++;
+    }
+    groups[g - 1].n++;
+  }
+  *ngroups = g;
+  return RS_OK;
+}
+
+/* Whether any two groups (sorted by offset in dim `dim` through `order`)
+ * share an element. */
+static bool groups_disjoint(const planner *p, const group *groups,
+                            const key_value *order, int64_t n, int dim) {
+  for (int64_t i = 0; i < n; i++) {
+    const group *a = &groups[order[i].i];
+    int64_t end = a->off[dim] + a->ext[dim];
+    for (int64_t j = i + 1; j < n && order[j].v < end; j++) {
+      const group *b = &groups[order[j].i];
+      int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+      if (rsi_box_intersect(p->ndim, a->off, a->ext, b->off, b->ext, o, e))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Index the source groups on the dim with the most distinct offsets. */
+static rs_status index_sources(planner *p, key_value *order) {
+  int best = 0;
+  int64_t best_distinct = -1;
+  for (int d = 0; d < p->ndim; d++) {
+    for (int64_t i = 0; i < p->nsg; i++)
+      order[i] = (key_value){p->sgroups[i].off[d], i};
+    qsort(order, (size_t)p->nsg, sizeof *order, cmp_key_value);
+    int64_t distinct = 0;
+    for (int64_t i = 0; i < p->nsg; i++)
+      distinct += i == 0 || order[i].v != order[i - 1].v;
+    if (distinct > best_distinct) {
+      best_distinct = distinct;
+      best = d;
+    }
+  }
+  p->key = best;
+  p->maxlen = 0;
+  for (int64_t i = 0; i < p->nsg; i++) {
+    order[i] = (key_value){p->sgroups[i].off[best], i};
+    if (p->sgroups[i].ext[best] > p->maxlen) p->maxlen = p->sgroups[i].ext[best];
+  }
+  qsort(order, (size_t)p->nsg, sizeof *order, cmp_key_value);
+  p->src_disjoint = groups_disjoint(p, p->sgroups, order, p->nsg, best);
+  return RS_OK;
+}
+
+/* Source groups meeting box (off, ext), in index order, into p->cands. */
+static int64_t query_sources(planner *p, const key_value *order,
+                             const int64_t *off, const int64_t *ext) {
+  int64_t lo = off[p->key] - p->maxlen, hi = off[p->key] + ext[p->key];
+  /* first entry with v > lo */
+  int64_t a = 0, b = p->nsg;
+  while (a < b) {
+    int64_t m = a + (b - a) / 2;
+    if (order[m].v <= lo)
+      a = m + 1;
+    else
+      b = m;
+  }
+  int64_t n = 0;
+  int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+  for (int64_t i = a; i < p->nsg && order[i].v < hi; i++) {
+    const group *g = &p->sgroups[order[i].i];
+    if (rsi_box_intersect(p->ndim, g->off, g->ext, off, ext, o, e))
+      p->cands[n++] = order[i].i;
+  }
+  return n;
+}
+
+/* ---- fragments ------------------------------------------------------------ */
+
+static rs_status not_covered(planner *p, const int64_t *off) {
+  char where[256];
+  int n = 0;
+  for (int d = 0; d < p->ndim && n < (int)sizeof where - 24; d++)
+    n += snprintf(where + n, sizeof where - (size_t)n, "%s%lld", d ? ", " : "",
+                  (long long)off[d]);
+  return RSI_FAIL(p->err, RS_ERR_NOT_COVERED,
+                  "tensor '%s': destination element [%s] is held by no "
+                  "source shard",
+                  p->plan->tensors[p->tensor].name, where);
+}
+
+/* Cut fragment (off, ext) into pieces, one per source group covering it,
+ * and deliver each to the domain's needers. */
+static rs_status serve_fragment(planner *p, const key_value *order,
+                                const int64_t *off, const int64_t *ext,
+                                int domain, int64_t nneed) {
+  int nd = p->ndim;
+  int64_t ncand = query_sources(p, order, off, ext);
+  int64_t po[RSI_MAX_DIMS], pe[RSI_MAX_DIMS];
+  if (p->src_disjoint) {
+    int64_t want, got = 0, v;
+    rsi_box_volume(nd, ext, &want);
+    for (int64_t c = 0; c < ncand; c++) {
+      const group *g = &p->sgroups[p->cands[c]];
+      rsi_box_intersect(nd, g->off, g->ext, off, ext, po, pe);
+      rsi_box_volume(nd, pe, &v);
+      got += v;
+    }
+    if (got == want) {
+      for (int64_t c = 0; c < ncand; c++) {
+        const group *g = &p->sgroups[p->cands[c]];
+        rsi_box_intersect(nd, g->off, g->ext, off, ext, po, pe);
+        RSI_TRY(deliver_bounded(p, po, pe, g, domain, nneed));
+      }
+      return RS_OK;
+    }
+  }
+  /* General carve: what is left of the fragment shrinks source by source. */
+  rsi_pool *w = &p->work;
+  w->n = 0;
+  if (rsi_pool_push(w, off, nd, p->err) < 0 ||
+      rsi_pool_push(w, ext, nd, p->err) < 0)
+    return RS_ERR_NO_MEMORY;
+  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
+  for (int64_t c = 0; c < ncand && w->n > 0; c++) {
+    const group *g = &p->sgroups[p->cands[c]];
+    int64_t left = w->n / (2 * nd);
+    for (int64_t r = 0; r < left; r++) {
+      /* the first `left` boxes are the ones to cut; cuts append */
+      int64_t rb[2 * RSI_MAX_DIMS]; /* a copy: pushes may move the pool */
+      memcpy(rb, w->v + r * 2 * nd, (size_t)(2 * nd) * sizeof *rb);
+      if (!rsi_box_intersect(nd, rb, rb + nd, g->off, g->ext, po, pe)) {
+        if (rsi_pool_push(w, rb, 2 * nd, p->err) < 0) return RS_ERR_NO_MEMORY;
+        continue;
+      }
+      RSI_TRY(deliver_bounded(p, po, pe, g, domain, nneed));
+      int k = rsi_box_subtract(nd, rb, rb + nd, g->off, g->ext, fo, fe);
+      for (int f = 0; f < k; f++)
+        if (rsi_pool_push(w, fo + f * nd, nd, p->err) < 0 ||
+            rsi_pool_push(w, fe + f * nd, nd, p->err) < 0)
+          return RS_ERR_NO_MEMORY;
+    }
+    memmove(w->v, w->v + left * 2 * nd,
+            (size_t)(w->n - left * 2 * nd) * sizeof *w->v);
+    w->n -= left * 2 * nd;
+  }
+  if (w->n > 0) return not_covered(p, w->v);
+  return RS_OK;
+}
+
+static rs_status reserve_needers(planner *p, int64_t n) {
+  if (n <= p->cap_needers) return RS_OK;
+  needer *nd = realloc(p->needers, (size_t)n * sizeof *nd);
+  if (!nd) return RSI_NOMEM(p->err);
+  p->needers = nd;
+  p->cap_needers = n;
+  return RS_OK;
+}
+
+static void add_needers(planner *p, const domain_entry *e, int64_t *count) {
+  for (int64_t h = 0; h < e->n; h++) {
+    const sort_key *k = &p->dkeys[e->first + h];
+    p->needers[(*count)++] = (needer){k->index, k->rank, k->geom,
+                                      k->geom + p->ndim};
+  }
+}
+
+/* Serve the destination groups of one domain, entries [e0, e1). */
+static rs_status serve_domain(planner *p, const key_value *order, int64_t e0,
+                              int64_t e1) {
+  int nd = p->ndim;
+  int domain = p->entries[e0].domain;
+  bool overlap = false;
+  if (!p->dst_disjoint)
+    for (int64_t i = e0; i < e1 && !overlap; i++)
+      for (int64_t j = i + 1; j < e1 && !overlap; j++) {
+        const group *a = &p->dgroups[p->entries[i].group];
+        const group *b = &p->dgroups[p->entries[j].group];
+        int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+        overlap = rsi_box_intersect(nd, a->off, a->ext, b->off, b->ext, o, e);
+      }
+  if (!overlap) { /* each group is its own fragment */
+    for (int64_t i = e0; i < e1; i++) {
+      const domain_entry *e = &p->entries[i];
+      const group *g = &p->dgroups[e->group];
+      int64_t count = 0;
+      RSI_TRY(reserve_needers(p, e->n));
+      add_needers(p, e, &count);
+      RSI_TRY(serve_fragment(p, order, g->off, g->ext, domain, count));
+    }
+    return RS_OK;
+  }
+  /* Overlapping boxes in one domain: carve their union into disjoint
+   * fragments, each needed by every group it meets. */
+  rsi_pool *fr = &p->frags;
+  fr->n = 0;
+  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
+  int64_t total_holders = 0;
+  for (int64_t i = e0; i < e1; i++) {
+    const group *g = &p->dgroups[p->entries[i].group];
+    total_holders += p->entries[i].n;
+    int64_t start = fr->n;
+    if (rsi_pool_push(fr, g->off, nd, p->err) < 0 ||
+        rsi_pool_push(fr, g->ext, nd, p->err) < 0)
+      return RS_ERR_NO_MEMORY;
+    /* subtract every earlier fragment from the new pieces */
+    for (int64_t q = 0; q < start; q += 2 * nd) {
+      int64_t end = fr->n;
+      for (int64_t r = start; r < end; r += 2 * nd) {
+        int k = rsi_box_subtract(nd, fr->v + r, fr->v + r + nd, fr->v + q,
+                                 fr->v + q + nd, fo, fe);
+        for (int f = 0; f < k; f++) {
+          if (rsi_pool_push(fr, fo + f * nd, nd, p->err) < 0 ||
+              rsi_pool_push(fr, fe + f * nd, nd, p->err) < 0)
+            return RS_ERR_NO_MEMORY;
+        }
+      }
+      memmove(fr->v + start, fr->v + end, (size_t)(fr->n - end) * sizeof *fr->v);
+      fr->n -= end - start;
+    }
+  }
+  RSI_TRY(reserve_needers(p, total_holders));
+  for (int64_t q = 0; q < fr->n; q += 2 * nd) {
+    int64_t count = 0;
+    int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+    int64_t fo1[RSI_MAX_DIMS], fe1[RSI_MAX_DIMS];
+    memcpy(fo1, fr->v + q, (size_t)nd * sizeof *fo1);
+    memcpy(fe1, fr->v + q + nd, (size_t)nd * sizeof *fe1);
+    for (int64_t i = e0; i < e1; i++) {
+      const group *g = &p->dgroups[p->entries[i].group];
+      if (rsi_box_intersect(nd, g->off, g->ext, fo1, fe1, o, e))
+        add_needers(p, &p->entries[i], &count);
+    }
+    RSI_TRY(serve_fragment(p, order, fo1, fe1, domain, count));
+  }
+  return RS_OK;
+}
+
+static int cmp_entry(const void *x, const void *y) {
+  const domain_entry *a = x, *b = y;
+  if (a->domain != b->domain) return a->domain < b->domain ? -1 : 1;
+  return (a->group > b->group) - (a->group < b->group);
+}
+
+/* ---- one tensor --------------------------------------------------------- */
+
+static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
+                             const int64_t *dst_ids, int64_t ndst,
+                             key_value *order) {
+  RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_SRC], src_ids, ns, p->skeys,
+                      p->sgroups, &p->nsg));
+  RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_DST], dst_ids, ndst, p->dkeys,
+                      p->dgroups, &p->ndg));
+  if (p->ndg == 0) return RS_OK;
+  if (p->nsg == 0) return not_covered(p, p->dgroups[0].off);
+
+  /* Destination groups: disjoint overall? (sorted by box, so by dim 0) */
+  key_value *dorder = (key_value *)p->cands; /* borrowed, sized for both */
+  for (int64_t i = 0; i < p->ndg; i++)
+    dorder[i] = (key_value){p->dgroups[i].off[0], i};
+  p->dst_disjoint = groups_disjoint(p, p->dgroups, dorder, p->ndg, 0);
+  RSI_TRY(index_sources(p, order));
+
+  /* Entries: each group's holders, split by domain. */
+  p->nentries = 0;
+  for (int64_t g = 0; g < p->ndg; g++) {
+    const group *gr = &p->dgroups[g];
+    for (int64_t h = 0; h < gr->n; h++) {
+      const sort_key *k = &p->dkeys[gr->first + h];
+      if (h == 0 || k->domain != p->dkeys[gr->first + h - 1].domain)
+        p->entries[p->nentries++] =
+            (domain_entry){k->domain, g, gr->first + h, 0};
+      p->entries[p->nentries - 1].n++;
+    }
+  }
+  qsort(p->entries, (size_t)p->nentries, sizeof *p->entries, cmp_entry);
+  for (int64_t e0 = 0; e0 < p->nentries;) {
+    int64_t e1 = e0 + 1;
+    while (e1 < p->nentries && p->entries[e1].domain == p->entries[e0].domain)
+      e1++;
+    RSI_TRY(serve_domain(p, order, e0, e1));
+    e0 = e1;
+  }
+  return RS_OK;
+}
+
+/* ---- the plan ------------------------------------------------------------ */
+
+static rs_status copy_side(rs_plan *plan, rsi_side *side, const rs_layout *l,
+                           rsi_err *err) {
+  side->nshards = l->nshards;
+  side->shards = malloc((size_t)(l->nshards ? l->nshards : 1) * sizeof *side->shards);
+  side->rank_first = calloc((size_t)plan->world_size + 1, sizeof *side->rank_first);
+  if (!side->shards || !side->rank_first) return RSI_NOMEM(err);
+  memcpy(side->shards, l->shards, (size_t)l->nshards * sizeof *l->shards);
+  if (rsi_pool_push(&side->pool, l->pool.v, l->pool.n, err) < 0)
+    return RS_ERR_NO_MEMORY;
+  /* buffers 0..max of every rank */
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    if (s->buffer + 1 > side->rank_first[s->rank + 1])
+      side->rank_first[s->rank + 1] = s->buffer + 1;
+  }
+  for (int r = 0; r < plan->world_size; r++)
+    side->rank_first[r + 1] += side->rank_first[r];
+  int64_t nbuf = side->rank_first[plan->world_size];
+  side->buffers = calloc((size_t)(nbuf ? nbuf : 1), sizeof *side->buffers);
+  if (!side->buffers) return RSI_NOMEM(err);
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    struct rsi_binding *b = &side->buffers[side->rank_first[s->rank] + s->buffer];
+    if (s->byte_end > b->need) b->need = s->byte_end;
+  }
+  return RS_OK;
+}
+
+static rs_status check_compatible(const rs_layout *src, const rs_layout *dst,
+                                  rsi_err *err) {
+  for (int t = 0; t < src->ntensors; t++) {
+    const rsi_tensor *a = &src->tensors[t];
+    int u = rsi_layout_find(dst, a->name);
+    if (u < 0)
+      return RSI_FAIL(err, RS_ERR_INCOMPATIBLE,
+                      "tensor '%s' is in the source layout but not in the "
+                      "destination",
+                      a->name);
+    const rsi_tensor *b = &dst->tensors[u];
+    if (a->ndim != b->ndim)
+      return RSI_FAIL(err, RS_ERR_INCOMPATIBLE,
+                      "tensor '%s' has %d dims in the source, %d in the "
+                      "destination",
+                      a->name, a->ndim, b->ndim);
+    for (int d = 0; d < a->ndim; d++)
+      if (a->shape[d] != b->shape[d])
+        return RSI_FAIL(err, RS_ERR_INCOMPATIBLE,
+                        "tensor '%s' has size %lld in dim %d in the source, "
+                        "%lld in the destination",
+                        a->name, (long long)a->shape[d], d,
+                        (long long)b->shape[d]);
+    if (a->dtype != b->dtype)
+      return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                      "tensor '%s' is %s in the source and %s in the "
+                      "destination: a dtype change is not supported",
+                      a->name, rs_dtype_name(a->dtype),
+                      rs_dtype_name(b->dtype));
+  }
+  for (int u = 0; u < dst->ntensors; u++)
+    if (rsi_layout_find(src, dst->tensors[u].name) < 0)
+      return RSI_FAIL(err, RS_ERR_INCOMPATIBLE,
+                      "tensor '%s' is in the destination layout but not in "
+                      "the source",
+                      dst->tensors[u].name);
+  return RS_OK;
+}
+
+/* Shard ids of each tensor, tensor by tensor (counting sort, stable). */
+static rs_status shards_by_tensor(const rs_layout *l, const int *tensor_map,
+                                  int ntensors, int64_t **first_out,
+                                  int64_t **ids_out, rsi_err *err) {
+  int64_t *first = calloc((size_t)ntensors + 1, sizeof *first);
+  int64_t *ids = malloc((size_t)(l->nshards ? l->nshards : 1) * sizeof *ids);
+  if (!first || !ids) {
+    free(first);
+    free(ids);
+    return RSI_NOMEM(err);
+  }
+  for (int64_t i = 0; i < l->nshards; i++)
+    first[tensor_map[l->shards[i].tensor] + 1]++;
+  for (int t = 0; t < ntensors; t++) first[t + 1] += first[t];
+  int64_t *fill = malloc((size_t)ntensors * sizeof *fill + 1);
+  if (!fill) {
+    free(first);
+    free(ids);
+    return RSI_NOMEM(err);
+  }
+  memcpy(fill, first, (size_t)ntensors * sizeof *fill);
+  for (int64_t i = 0; i < l->nshards; i++)
+    ids[fill[tensor_map[l->shards[i].tensor]]++] = i;
+  free(fill);
+  *first_out = first;
+  *ids_out = ids;
+  return RS_OK;
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+  const unsigned char *b = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t fingerprint(const rs_plan *plan) {
+  uint64_t h = 14695981039346656037ull;
+  h = fnv(h, &plan->world_size, sizeof plan->world_size);
+  h = fnv(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
+  h = fnv(h, &plan->staging_bytes, sizeof plan->staging_bytes);
+  for (int t = 0; t < plan->ntensors; t++) {
+    const rsi_tensor *x = &plan->tensors[t];
+    h = fnv(h, x->name, strlen(x->name) + 1);
+    h = fnv(h, &x->dtype, sizeof x->dtype);
+    h = fnv(h, x->shape, (size_t)x->ndim * sizeof *x->shape);
+  }
+  for (int s = 0; s < 2; s++) {
+    const rsi_side *side = &plan->side[s];
+    for (int64_t i = 0; i < side->nshards; i++) {
+      const rsi_shard *sh = &side->shards[i];
+      int32_t head[3] = {sh->tensor, sh->rank, sh->buffer};
+      h = fnv(h, head, sizeof head);
+      h = fnv(h, &sh->byte_offset, sizeof sh->byte_offset);
+    }
+    h = fnv(h, side->pool.v, (size_t)side->pool.n * sizeof *side->pool.v);
+  }
+  return h;
+}
+
+void rsi_plan_destroy(rs_plan *plan) {
+  if (!plan) return;
+  for (int t = 0; t < plan->ntensors; t++) free(plan->tensors[t].name);
+  free(plan->tensors);
+  for (int s = 0; s < 2; s++) {
+    free(plan->side[s].shards);
+    rsi_pool_free(&plan->side[s].pool);
+    free(plan->side[s].rank_first);
+    free(plan->side[s].buffers);
+  }
+  rsi_pool_free(&plan->boxes);
+  free(plan->moves);
+  free(plan->relays);
+  free(plan->msgs);
+  free(plan->relay_bytes);
+  free(plan->stats);
+  free(plan->domain_of);
+  rsi_context_unref(plan->ctx);
+  free(plan);
+}
+
+static void planner_free(planner *p) {
+  free(p->skeys);
+  free(p->dkeys);
+  free(p->sgroups);
+  free(p->dgroups);
+  free(p->entries);
+  free(p->cands);
+  free(p->needers);
+  rsi_pool_free(&p->frags);
+  rsi_pool_free(&p->work);
+  free(p->send_load);
+  free(p->recv_inter_load);
+  free(p->unit_end);
+}
+
+static rs_status build(rs_plan *plan, const rs_layout *src,
+                       const rs_layout *dst, planner *p) {
+  rsi_err *err = p->err;
+  rs_context *ctx = src->ctx;
+  plan->world_size = ctx->world_size;
+  plan->staging_bytes = ctx->staging_bytes;
+  plan->round_capacity = ctx->staging_bytes / 2; /* two rounds in flight */
+  plan->domain_of = malloc((size_t)ctx->world_size * sizeof *plan->domain_of);
+  if (!plan->domain_of) return RSI_NOMEM(err);
+  memcpy(plan->domain_of, ctx->domain_of,
+         (size_t)ctx->world_size * sizeof *plan->domain_of);
+
+  /* Tensors in source order; destination shards renumbered to match. */
+  plan->tensors = calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *plan->tensors);
+  int *dst_map = malloc((size_t)(dst->ntensors ? dst->ntensors : 1) * sizeof *dst_map);
+  int *src_map = malloc((size_t)(src->ntensors ? src->ntensors : 1) * sizeof *src_map);
+  if (!plan->tensors || !dst_map || !src_map) {
+    free(dst_map);
+    free(src_map);
+    return RSI_NOMEM(err);
+  }
+  for (int t = 0; t < src->ntensors; t++) {
+    plan->tensors[t] = src->tensors[t];
+    plan->tensors[t].name = strdup(src->tensors[t].name);
+    plan->ntensors = t + 1;
+    if (!plan->tensors[t].name) {
+      free(dst_map);
+      free(src_map);
+      return RSI_NOMEM(err);
+    }
+    src_map[t] = t;
+    dst_map[rsi_layout_find(dst, src->tensors[t].name)] = t;
+  }
+  rs_status st = copy_side(plan, &plan->side[RS_SIDE_SRC], src, err);
+  if (st == RS_OK) st = copy_side(plan, &plan->side[RS_SIDE_DST], dst, err);
+  for (int64_t i = 0; st == RS_OK && i < plan->side[RS_SIDE_DST].nshards; i++)
+    plan->side[RS_SIDE_DST].shards[i].tensor =
+        dst_map[plan->side[RS_SIDE_DST].shards[i].tensor];
+  int64_t *sfirst = NULL, *sids = NULL, *dfirst = NULL, *dids = NULL;
+  if (st == RS_OK)
+    st = shards_by_tensor(src, src_map, src->ntensors, &sfirst, &sids, err);
+  if (st == RS_OK)
+    st = shards_by_tensor(dst, dst_map, src->ntensors, &dfirst, &dids, err);
+  free(dst_map);
+  free(src_map);
+
+  /* Scratch sized for the largest tensor. */
+  int64_t max_s = 0, max_d = 0;
+  for (int t = 0; st == RS_OK && t < plan->ntensors; t++) {
+    if (sfirst[t + 1] - sfirst[t] > max_s) max_s = sfirst[t + 1] - sfirst[t];
+    if (dfirst[t + 1] - dfirst[t] > max_d) max_d = dfirst[t + 1] - dfirst[t];
+  }
+  int64_t max_sd = (max_s > max_d ? max_s : max_d) + 1;
+  key_value *order = NULL;
+  if (st == RS_OK) {
+    p->skeys = malloc((size_t)(max_s + 1) * sizeof *p->skeys);
+    p->dkeys = malloc((size_t)(max_d + 1) * sizeof *p->dkeys);
+    p->sgroups = malloc((size_t)(max_s + 1) * sizeof *p->sgroups);
+    p->dgroups = malloc((size_t)(max_d + 1) * sizeof *p->dgroups);
+    p->entries = malloc((size_t)(max_d + 1) * sizeof *p->entries);
+    /* cands doubles as the destination order (key_value, 2 words) */
+    p->cands = malloc((size_t)max_sd * sizeof(key_value));
+    order = malloc((size_t)(max_s + 1) * sizeof *order);
+    p->send_load = calloc((size_t)plan->world_size, sizeof *p->send_load);
+    p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
+    if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
+        !p->cands || !order || !p->send_load || !p->recv_inter_load)
+      st = RSI_NOMEM(err);
+  }
+  for (int t = 0; st == RS_OK && t < plan->ntensors; t++) {
+    p->tensor = t;
+    p->ndim = plan->tensors[t].ndim;
+    p->esize = plan->tensors[t].esize;
+    st = plan_tensor(p, sids + sfirst[t], sfirst[t + 1] - sfirst[t],
+                     dids + dfirst[t], dfirst[t + 1] - dfirst[t], order);
+  }
+  free(order);
+  free(sfirst);
+  free(sids);
+  free(dfirst);
+  free(dids);
+  if (st == RS_OK) st = rsi_plan_schedule(plan, p->unit_end, p->nunits, err);
+  if (st == RS_OK) plan->fingerprint = fingerprint(plan);
+  return st;
+}
+
+rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
+                          rs_plan **out) {
+  rs_context *ctx = src->ctx;
+  rsi_err *err = &ctx->err;
+  if (dst->ctx != ctx)
+    return RSI_FAIL(err, RS_ERR_WRONG_CONTEXT,
+                    "the source and destination layouts come from different "
+                    "contexts");
+  RSI_TRY(check_compatible(src, dst, err));
+  RSI_TRY(rsi_layout_check_writes(dst, "destination", err));
+  rs_plan *plan = calloc(1, sizeof *plan);
+  if (!plan) return RSI_NOMEM(err);
+  rsi_context_ref(ctx);
+  plan->ctx = ctx;
+  planner p = {0};
+  p.plan = plan;
+  p.err = err;
+  rs_status st = build(plan, src, dst, &p);
+  planner_free(&p);
+  if (st != RS_OK) {
+    rsi_plan_destroy(plan);
+    return st;
+  }
+  *out = plan;
+  return RS_OK;
+}

@@ -1,0 +1,103 @@
+/* Plans: the moves that turn a source layout into a destination layout.
+ *
+ * A move copies one box of one tensor from a source endpoint to a
+ * destination endpoint. Endpoints are a source shard, a destination shard
+ * (a relay rank forwarding what it received), or a relay slot in a rank's
+ * staging memory. Moves are grouped into messages (same round, stage,
+ * sender and receiver); stage 0 carries direct and first-hop moves, stage 1
+ * forwards inside a domain what crossed into it during stage 0. */
+#ifndef RS_CORE_PLAN_H
+#define RS_CORE_PLAN_H
+
+#include <stdint.h>
+
+#include "layout.h"
+
+enum { RSI_EP_SRC = 0, RSI_EP_DST = 1, RSI_EP_RELAY = 2 };
+
+typedef struct rsi_move {
+  int64_t box;        /* plan->boxes: offset[ndim], extent[ndim] */
+  int64_t bytes;
+  int64_t msg_offset; /* byte offset inside its message, 16-aligned */
+  int32_t tensor;
+  int32_t src_rank, dst_rank;
+  int32_t src_index, dst_index; /* shard index, or relay slot index */
+  int32_t round;
+  uint8_t src_kind, dst_kind, stage, route, forwarded;
+} rsi_move;
+
+typedef struct rsi_relay {
+  int32_t rank, round;
+  int64_t box; /* plan->boxes: offset[ndim], extent[ndim]; dense in staging */
+  int64_t staging_offset;
+} rsi_relay;
+
+typedef struct rsi_message {
+  int32_t round, stage, src_rank, dst_rank;
+  int64_t first_move, nmoves, bytes;
+} rsi_message;
+
+typedef struct rsi_rank_stats {
+  int64_t sent[2], recv[2]; /* [0] inside the domain, [1] across domains */
+  int64_t local, msgs_sent, msgs_recv, staging, moves;
+} rsi_rank_stats;
+
+/* One side's shards, copied out of its layout. */
+typedef struct rsi_side {
+  rsi_shard *shards;
+  int64_t nshards;
+  rsi_pool pool;
+  /* buffers[rank_first[r] .. rank_first[r+1]) are rank r's buffers 0..n-1:
+   * bytes its shards need, and what the caller bound. */
+  int64_t *rank_first;
+  struct rsi_binding {
+    int64_t need; /* 0: no shard uses it */
+    void *ptr;
+    size_t bytes;
+  } * buffers;
+} rsi_side;
+
+struct rs_plan {
+  rs_context *ctx;
+  int world_size;
+  int *domain_of;
+  int ntensors;
+  rsi_tensor *tensors;
+  rsi_side side[2]; /* RS_SIDE_SRC, RS_SIDE_DST */
+  rsi_pool boxes;
+  rsi_move *moves;
+  int64_t nmoves, cap_moves;
+  rsi_relay *relays;
+  int64_t nrelays, cap_relays;
+  rsi_message *msgs;
+  int64_t nmsgs;
+  int nrounds;
+  int64_t *relay_bytes; /* per rank: relay staging one round needs */
+  rsi_rank_stats *stats;
+  int64_t staging_bytes, round_capacity;
+  uint64_t fingerprint;
+};
+
+rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
+                          rs_plan **out);
+void rsi_plan_destroy(rs_plan *plan);
+
+/* plan_rounds.c: rounds, relay slots, messages and per-rank figures.
+ * unit_end[u] is one past the last move of scheduling unit u. */
+rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
+                            int64_t nunits, rsi_err *err);
+
+/* plan_json.c */
+rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
+                           rsi_err *err);
+
+static inline const int64_t *rsi_move_offset(const rs_plan *p,
+                                             const rsi_move *m) {
+  return p->boxes.v + m->box;
+}
+static inline const int64_t *rsi_move_extent(const rs_plan *p,
+                                             const rsi_move *m) {
+  return p->boxes.v + m->box + p->tensors[m->tensor].ndim;
+}
+
+#endif

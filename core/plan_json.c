@@ -1,0 +1,131 @@
+/* The plan as JSON, for people and tools: tensors, per-rank figures, and
+ * every move. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+typedef struct sbuf {
+  char *s;
+  size_t n, cap;
+  bool failed;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(sbuf *b, const char *fmt, ...) {
+  if (b->failed) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+      b->failed = true;
+      return;
+    }
+    if ((size_t)k < b->cap - b->n) {
+      b->n += (size_t)k;
+      return;
+    }
+    size_t cap = b->cap * 2 + (size_t)k + 1;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+      b->failed = true;
+      return;
+    }
+    b->s = s;
+    b->cap = cap;
+  }
+}
+
+static void put_string(sbuf *b, const char *s) {
+  put(b, "\"");
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      put(b, "\\%c", c);
+    else if (c < 0x20)
+      put(b, "\\u%04x", c);
+    else
+      put(b, "%c", c);
+  }
+  put(b, "\"");
+}
+
+static void put_ints(sbuf *b, const int64_t *v, int n) {
+  put(b, "[");
+  for (int i = 0; i < n; i++) put(b, "%s%lld", i ? "," : "", (long long)v[i]);
+  put(b, "]");
+}
+
+static const char *route_name(int r) {
+  return r == RS_ROUTE_LOCAL ? "local" : r == RS_ROUTE_INTRA ? "intra" : "inter";
+}
+
+static const char *kind_name(int k) {
+  return k == RSI_EP_SRC ? "src" : k == RSI_EP_DST ? "dst" : "relay";
+}
+
+rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
+                           rsi_err *err) {
+  sbuf b = {malloc(4096), 0, 4096, false};
+  if (!b.s) return RSI_NOMEM(err);
+  put(&b, "{\"version\":\"%s\",\"fingerprint\":\"%016llx\",", rs_version_string(),
+      (unsigned long long)plan->fingerprint);
+  put(&b, "\"world_size\":%d,\"rounds\":%d,\"staging_bytes\":%lld,",
+      plan->world_size, plan->nrounds, (long long)plan->staging_bytes);
+  put(&b, "\"tensors\":[");
+  for (int t = 0; t < plan->ntensors; t++) {
+    const rsi_tensor *x = &plan->tensors[t];
+    put(&b, "%s{\"name\":", t ? "," : "");
+    put_string(&b, x->name);
+    put(&b, ",\"dtype\":\"%s\",\"shape\":", rs_dtype_name(x->dtype));
+    put_ints(&b, x->shape, x->ndim);
+    put(&b, "}");
+  }
+  put(&b, "],\"ranks\":[");
+  for (int r = 0; r < plan->world_size; r++) {
+    const rsi_rank_stats *s = &plan->stats[r];
+    put(&b,
+        "%s{\"rank\":%d,\"domain\":%d,\"bytes_sent_intra\":%lld,"
+        "\"bytes_sent_inter\":%lld,\"bytes_recv_intra\":%lld,"
+        "\"bytes_recv_inter\":%lld,\"bytes_local\":%lld,"
+        "\"messages_sent\":%lld,\"messages_recv\":%lld,"
+        "\"staging_bytes\":%lld,\"moves\":%lld}",
+        r ? "," : "", r, plan->domain_of[r], (long long)s->sent[0],
+        (long long)s->sent[1], (long long)s->recv[0], (long long)s->recv[1],
+        (long long)s->local, (long long)s->msgs_sent, (long long)s->msgs_recv,
+        (long long)s->staging, (long long)s->moves);
+  }
+  put(&b, "],\"moves\":[");
+  for (int64_t i = 0; i < plan->nmoves; i++) {
+    const rsi_move *m = &plan->moves[i];
+    int nd = plan->tensors[m->tensor].ndim;
+    put(&b, "%s{\"tensor\":%d,\"offset\":", i ? "," : "", m->tensor);
+    put_ints(&b, rsi_move_offset(plan, m), nd);
+    put(&b, ",\"extent\":");
+    put_ints(&b, rsi_move_extent(plan, m), nd);
+    put(&b,
+        ",\"bytes\":%lld,\"src\":{\"rank\":%d,\"from\":\"%s\"},"
+        "\"dst\":{\"rank\":%d,\"into\":\"%s\"},\"route\":\"%s\","
+        "\"round\":%d,\"stage\":%d,\"forwarded\":%s}",
+        (long long)m->bytes, m->src_rank, kind_name(m->src_kind), m->dst_rank,
+        kind_name(m->dst_kind), route_name(m->route), m->round, m->stage,
+        m->forwarded ? "true" : "false");
+  }
+  put(&b, "]}");
+  if (b.failed) {
+    free(b.s);
+    return RSI_NOMEM(err);
+  }
+  *json = b.s;
+  if (len) *len = b.n;
+  return RS_OK;
+}

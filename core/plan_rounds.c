@@ -1,0 +1,196 @@
+/* Rounds: the plan's units (a direct move, or a first hop with its
+ * forwards) are placed greedily, in plan order, into the earliest round at
+ * or after every involved rank's current round where each of them still has
+ * room: a rank's staging per round (bytes it packs to send, bytes it
+ * receives, relay slots it holds) stays within round_capacity, which is half
+ * the staging setting so that an executor may keep two rounds in flight.
+ * Pieces were already cut so that one unit fits an empty round. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+typedef struct move_key {
+  uint64_t hi, lo;
+} move_key;
+
+static int cmp_move_key(const void *x, const void *y) {
+  const move_key *a = x, *b = y;
+  if (a->hi != b->hi) return a->hi < b->hi ? -1 : 1;
+  return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
+#define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
+
+typedef struct rank_round {
+  int32_t round;
+  int64_t used, relay, cost, relay_cost;
+  bool touched;
+} rank_round;
+
+static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
+                     int64_t bytes, bool relay) {
+  if (!rr[rank].touched) {
+    rr[rank].touched = true;
+    rr[rank].cost = rr[rank].relay_cost = 0;
+    touched[(*nt)++] = rank;
+  }
+  rr[rank].cost += bytes;
+  if (relay) rr[rank].relay_cost += ALIGN(bytes, 64);
+}
+
+static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
+                               int64_t nunits, rsi_err *err) {
+  int W = plan->world_size;
+  rank_round *rr = calloc((size_t)W, sizeof *rr);
+  int32_t *touched = malloc((size_t)W * sizeof *touched);
+  plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
+  plan->stats = calloc((size_t)W, sizeof *plan->stats);
+  if (!rr || !touched || !plan->relay_bytes || !plan->stats) {
+    free(rr);
+    free(touched);
+    return RSI_NOMEM(err);
+  }
+  int64_t cap = plan->round_capacity;
+  int32_t last_round = -1;
+  int64_t begin = 0;
+  for (int64_t u = 0; u < nunits; u++) {
+    int64_t end = unit_end[u];
+    int nt = 0;
+    int32_t r = 0;
+    for (int64_t i = begin; i < end; i++) {
+      const rsi_move *m = &plan->moves[i];
+      if (m->route == RS_ROUTE_LOCAL) {
+        if (rr[m->src_rank].round > r) r = rr[m->src_rank].round;
+        continue;
+      }
+      /* pack on the sender; land on the receiver, in a relay slot or in
+       * receive staging */
+      add_cost(rr, touched, &nt, m->src_rank, m->bytes, false);
+      add_cost(rr, touched, &nt, m->dst_rank, m->bytes,
+               m->dst_kind == RSI_EP_RELAY);
+    }
+    for (int i = 0; i < nt; i++)
+      if (rr[touched[i]].round > r) r = rr[touched[i]].round;
+    for (int i = 0; i < nt; i++) {
+      const rank_round *q = &rr[touched[i]];
+      if (q->round == r && q->used + q->cost > cap) {
+        r++;
+        break;
+      }
+    }
+    for (int i = 0; i < nt; i++) {
+      int k = touched[i];
+      rank_round *q = &rr[k];
+      if (q->round < r) {
+        if (q->used > plan->stats[k].staging) plan->stats[k].staging = q->used;
+        q->round = r;
+        q->used = q->relay = 0;
+      }
+      q->used += q->cost;
+      q->touched = false;
+    }
+    for (int64_t i = begin; i < end; i++) {
+      rsi_move *m = &plan->moves[i];
+      m->round = r;
+      if (m->dst_kind == RSI_EP_RELAY) {
+        rsi_relay *s = &plan->relays[m->dst_index];
+        rank_round *q = &rr[s->rank];
+        s->round = r;
+        s->staging_offset = q->relay;
+        q->relay += ALIGN(m->bytes, 64);
+        if (q->relay > plan->relay_bytes[s->rank])
+          plan->relay_bytes[s->rank] = q->relay;
+      }
+    }
+    if (r > last_round) last_round = r;
+    begin = end;
+  }
+  for (int k = 0; k < W; k++)
+    if (rr[k].used > plan->stats[k].staging) plan->stats[k].staging = rr[k].used;
+  plan->nrounds = last_round + 1;
+  free(rr);
+  free(touched);
+  return RS_OK;
+}
+
+/* Order moves by (round, stage, sender, receiver, plan order) and cut the
+ * runs into messages. */
+static rs_status make_messages(rs_plan *plan, rsi_err *err) {
+  int64_t n = plan->nmoves;
+  move_key *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
+  rsi_move *sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
+  if (!keys || !sorted) {
+    free(keys);
+    free(sorted);
+    return RSI_NOMEM(err);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const rsi_move *m = &plan->moves[i];
+    keys[i].hi = (uint64_t)m->round << 33 | (uint64_t)m->stage << 32 |
+                 (uint64_t)m->src_rank;
+    keys[i].lo = (uint64_t)m->dst_rank << 40 | (uint64_t)i;
+  }
+  qsort(keys, (size_t)n, sizeof *keys, cmp_move_key);
+  for (int64_t i = 0; i < n; i++)
+    sorted[i] = plan->moves[keys[i].lo & (((uint64_t)1 << 40) - 1)];
+  free(keys);
+  free(plan->moves);
+  plan->moves = sorted;
+  plan->cap_moves = n;
+
+  int64_t nmsgs = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const rsi_move *a = &plan->moves[i], *b = i ? &plan->moves[i - 1] : NULL;
+    nmsgs += !b || a->round != b->round || a->stage != b->stage ||
+             a->src_rank != b->src_rank || a->dst_rank != b->dst_rank;
+  }
+  plan->msgs = malloc((size_t)(nmsgs ? nmsgs : 1) * sizeof *plan->msgs);
+  if (!plan->msgs) return RSI_NOMEM(err);
+  plan->nmsgs = 0;
+  for (int64_t i = 0; i < n; i++) {
+    rsi_move *a = &plan->moves[i];
+    rsi_message *msg = plan->nmsgs ? &plan->msgs[plan->nmsgs - 1] : NULL;
+    if (!msg || a->round != msg->round || a->stage != msg->stage ||
+        a->src_rank != msg->src_rank || a->dst_rank != msg->dst_rank) {
+      msg = &plan->msgs[plan->nmsgs++];
+      *msg = (rsi_message){a->round, a->stage, a->src_rank, a->dst_rank,
+                           i, 0, 0};
+    }
+    a->msg_offset = ALIGN(msg->bytes, 16);
+    msg->bytes = a->msg_offset + a->bytes;
+    msg->nmoves++;
+  }
+  return RS_OK;
+}
+
+static void count_stats(rs_plan *plan) {
+  for (int64_t i = 0; i < plan->nmoves; i++) {
+    const rsi_move *m = &plan->moves[i];
+    rsi_rank_stats *s = &plan->stats[m->src_rank], *d = &plan->stats[m->dst_rank];
+    s->moves++;
+    if (m->route == RS_ROUTE_LOCAL) {
+      s->local += m->bytes;
+      continue;
+    }
+    d->moves++;
+    int across = m->route == RS_ROUTE_INTER;
+    s->sent[across] += m->bytes;
+    d->recv[across] += m->bytes;
+  }
+  for (int64_t i = 0; i < plan->nmsgs; i++) {
+    const rsi_message *msg = &plan->msgs[i];
+    if (msg->src_rank == msg->dst_rank) continue;
+    plan->stats[msg->src_rank].msgs_sent++;
+    plan->stats[msg->dst_rank].msgs_recv++;
+  }
+}
+
+rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
+                            int64_t nunits, rsi_err *err) {
+  RSI_TRY(assign_rounds(plan, unit_end, nunits, err));
+  RSI_TRY(make_messages(plan, err));
+  count_stats(plan);
+  return RS_OK;
+}
