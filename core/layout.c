@@ -193,10 +193,10 @@ rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK,
                     "tensor '%s': rank %d outside [0, %d)", name, rank,
                     layout->ctx->world_size);
-  if (buffer < 0)
+  if (buffer < 0 || buffer >= RS_MAX_BUFFERS)
     return RSI_FAIL(err, RS_ERR_UNKNOWN_BUFFER,
-                    "tensor '%s' rank %d: buffer index %d is negative", name,
-                    rank, buffer);
+                    "tensor '%s' rank %d: buffer index %d outside [0, %d)",
+                    name, rank, buffer, RS_MAX_BUFFERS);
   if (byte_offset < 0)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "tensor '%s' rank %d: byte offset %lld is negative", name,

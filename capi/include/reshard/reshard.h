@@ -155,6 +155,8 @@ RS_API const char *rs_dtype_name(rs_dtype dtype);
 
 /** Largest number of tensor dimensions a layout accepts. */
 #define RS_MAX_DIMS 16
+/** Buffer indices of a rank run from 0 to RS_MAX_BUFFERS - 1. */
+#define RS_MAX_BUFFERS 65536
 
 /* ------------------------------------------------------------------------ */
 /* Handles                                                                  */
@@ -285,16 +287,19 @@ RS_API rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
 
 /**
  * Say that @p rank holds the box [offset, offset+extent) of tensor @p name,
- * stored in its local buffer number @p buffer (>= 0; you bind the memory of
- * each (rank, buffer) to a plan later) starting @p byte_offset bytes in,
- * with element @p strides per dimension (NULL: dense row-major). A rank may
- * hold several boxes of one tensor, and one buffer may hold shards of
- * several tensors (a fused qkv_proj is three shards in one buffer).
- * Strides must be >= 1 and must not make the shard overlap itself.
+ * stored in its local buffer number @p buffer (0..RS_MAX_BUFFERS-1; you
+ * bind the memory of each (rank, buffer) to a plan later) starting
+ * @p byte_offset bytes in, with element @p strides per dimension (NULL:
+ * dense row-major). A rank may hold several boxes of one tensor, and one
+ * buffer may hold shards of several tensors (a fused qkv_proj is three
+ * shards in one buffer). Strides must be >= 1 and must not make the shard
+ * overlap itself (checked with a sufficient rule: sorted by size, each
+ * stride steps past all that the smaller ones reach).
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_TENSOR, RS_ERR_UNKNOWN_RANK,
- * RS_ERR_UNKNOWN_BUFFER (buffer < 0), RS_ERR_BAD_SHAPE (extent < 1),
- * RS_ERR_OUT_OF_BOUNDS, RS_ERR_OVERFLOW, RS_ERR_OVERLAP,
- * RS_ERR_INVALID_ARGUMENT (negative byte_offset, stride < 1). @since 0.1
+ * RS_ERR_UNKNOWN_BUFFER (buffer outside 0..RS_MAX_BUFFERS-1),
+ * RS_ERR_BAD_SHAPE (extent < 1), RS_ERR_OUT_OF_BOUNDS, RS_ERR_OVERFLOW,
+ * RS_ERR_OVERLAP, RS_ERR_INVALID_ARGUMENT (negative byte_offset, stride
+ * < 1). @since 0.1
  */
 RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
                                      int rank, const int64_t *offset,

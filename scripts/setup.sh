@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install what building and testing libreshard needs (Debian 12). Safe to
+# run again; does nothing but apt when everything is there.
+set -euo pipefail
+packages=(cmake gcc g++ make pkg-config libcriterion-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update
+  $sudo apt-get install -y "${missing[@]}"
+fi
