@@ -5,6 +5,7 @@
 #define RS_CORE_CONTEXT_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -21,6 +22,7 @@ struct rs_context {
   int64_t slice_bytes;
   int64_t timeout_ms;
   struct rsi_transport *transport;
+  bool failed; /* a transfer failed part-way: the context is done */
   rsi_err err;
 };
 

@@ -220,34 +220,215 @@ static rs_status run_all_ranks(exec_state *ex, rsi_transport *tp,
       const void *data = NULL;
       uint64_t tag = (uint64_t)i;
       pack_range(ex, msg, lo, hi, stage_buf);
-      RSI_TRY(tp->ops->send(tp, msg->src_rank, msg->dst_rank, tag, stage_buf,
-                            (size_t)(hi - lo), err));
-      RSI_TRY(tp->ops->recv(tp, msg->dst_rank, msg->src_rank, tag, stage_buf,
-                            (size_t)(hi - lo), &data, err));
-      RSI_TRY(tp->ops->wait_all(tp, plan->ctx->timeout_ms, err));
+      RSI_TRY(tp->ops->send(tp, 0, msg->src_rank, msg->dst_rank, tag,
+                            stage_buf, (size_t)(hi - lo), err));
+      RSI_TRY(tp->ops->recv(tp, 0, msg->dst_rank, msg->src_rank, tag,
+                            stage_buf, (size_t)(hi - lo), &data, err));
+      RSI_TRY(tp->ops->wait(tp, 0, plan->ctx->timeout_ms, err));
       unpack_range(ex, msg, lo, hi, data);
     }
   }
   return RS_OK;
 }
 
+/* One rank of many processes. The plan's messages that touch this rank are
+ * cut into steps (round, stage). A step begins by posting its receives,
+ * copying its rank-local moves, and packing and posting its sends; it
+ * finishes by waiting and unpacking. A stage-0 step (reads only source
+ * shards) begins before the previous step finishes, so packing round k+1
+ * overlaps the transfers of round k; staging and relay slots alternate
+ * between two halves, which is why rounds are planned at half the staging
+ * setting. */
+typedef struct step {
+  int32_t round, stage;
+  int64_t first, n; /* into mine[] */
+} step;
+
+typedef struct rank_run {
+  exec_state *ex;
+  rsi_transport *tp;
+  int me;
+  int64_t timeout_ms;
+  const int64_t *mine; /* message indices touching this rank, plan order */
+  const void **data;   /* per entry of mine[]: where its bytes arrived */
+  char *staging[2], *relay[2];
+} rank_run;
+
+#define ALIGN64(x) (((x) + 63) / 64 * 64)
+
+static uint64_t step_tag(const step *s) {
+  return (uint64_t)s->round * 2 + (uint64_t)s->stage;
+}
+
+static rs_status begin_step(rank_run *rr, const step *s, int half) {
+  const rs_plan *plan = rr->ex->plan;
+  rsi_err *err = &plan->ctx->err;
+  rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
+  int64_t at = 0;
+  for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
+    const rsi_message *msg = &plan->msgs[rr->mine[k]];
+    if (msg->dst_rank != rr->me || msg->src_rank == rr->me) continue;
+    RSI_TRY(rr->tp->ops->recv(rr->tp, half, rr->me, msg->src_rank, step_tag(s),
+                              rr->staging[half] + at, (size_t)msg->bytes,
+                              &rr->data[k], err));
+    at += ALIGN64(msg->bytes);
+  }
+  for (int64_t k = s->first; k < s->first + s->n; k++) {
+    const rsi_message *msg = &plan->msgs[rr->mine[k]];
+    if (msg->src_rank != rr->me) continue;
+    if (msg->dst_rank == rr->me) {
+      copy_local(rr->ex, msg);
+      continue;
+    }
+    pack_range(rr->ex, msg, 0, msg->bytes, rr->staging[half] + at);
+    RSI_TRY(rr->tp->ops->send(rr->tp, half, rr->me, msg->dst_rank, step_tag(s),
+                              rr->staging[half] + at, (size_t)msg->bytes, err));
+    at += ALIGN64(msg->bytes);
+  }
+  return RS_OK;
+}
+
+static rs_status finish_step(rank_run *rr, const step *s, int half) {
+  const rs_plan *plan = rr->ex->plan;
+  RSI_TRY(rr->tp->ops->wait(rr->tp, half, rr->timeout_ms, &plan->ctx->err));
+  rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
+  for (int64_t k = s->first; k < s->first + s->n; k++) {
+    const rsi_message *msg = &plan->msgs[rr->mine[k]];
+    if (msg->dst_rank == rr->me && msg->src_rank != rr->me)
+      unpack_range(rr->ex, msg, 0, msg->bytes, rr->data[k]);
+  }
+  return RS_OK;
+}
+
+static rs_status run_steps(rank_run *rr, const step *steps, int64_t nsteps) {
+  if (nsteps == 0) return RS_OK;
+  RSI_TRY(begin_step(rr, &steps[0], 0));
+  for (int64_t i = 0; i < nsteps; i++) {
+    bool overlap = i + 1 < nsteps && steps[i + 1].stage == 0;
+    if (overlap) RSI_TRY(begin_step(rr, &steps[i + 1], (int)((i + 1) % 2)));
+    RSI_TRY(finish_step(rr, &steps[i], (int)(i % 2)));
+    if (!overlap && i + 1 < nsteps)
+      RSI_TRY(begin_step(rr, &steps[i + 1], (int)((i + 1) % 2)));
+  }
+  return RS_OK;
+}
+
+static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
+                              rsi_err *err) {
+  const rs_plan *plan = ex->plan;
+  int me = plan->ctx->rank;
+  int64_t n = 0;
+  for (int64_t i = 0; i < plan->nmsgs; i++)
+    n += plan->msgs[i].src_rank == me || plan->msgs[i].dst_rank == me;
+  int64_t *mine = malloc((size_t)(n ? n : 1) * sizeof *mine);
+  step *steps = malloc((size_t)(n ? n : 1) * sizeof *steps);
+  const void **data = calloc((size_t)(n ? n : 1), sizeof *data);
+  if (!mine || !steps || !data) {
+    free(mine);
+    free(steps);
+    free(data);
+    return RSI_NOMEM(err);
+  }
+  int64_t nsteps = 0, k = 0, staging = 0, used = 0;
+  for (int64_t i = 0; i < plan->nmsgs; i++) {
+    const rsi_message *m = &plan->msgs[i];
+    if (m->src_rank != me && m->dst_rank != me) continue;
+    step *last = nsteps ? &steps[nsteps - 1] : NULL;
+    if (!last || last->round != m->round || last->stage != m->stage) {
+      steps[nsteps++] = (step){m->round, m->stage, k, 0};
+      used = 0;
+    }
+    steps[nsteps - 1].n++;
+    mine[k++] = i;
+    if (m->src_rank != m->dst_rank) used += ALIGN64(m->bytes);
+    if (used > staging) staging = used;
+  }
+  rank_run rr = {ex, tp, me, plan->ctx->timeout_ms, mine, data, {0}, {0}};
+  int64_t relay = plan->relay_bytes[me];
+  char *area = malloc((size_t)(2 * (staging + relay) + 1));
+  rs_status st = area ? RS_OK : RSI_NOMEM(err);
+  if (st == RS_OK) {
+    rr.staging[0] = area;
+    rr.staging[1] = area + staging;
+    rr.relay[0] = area + 2 * staging;
+    rr.relay[1] = area + 2 * staging + relay;
+    st = run_steps(&rr, steps, nsteps);
+    if (st != RS_OK) tp->ops->abandon(tp);
+  }
+  free(area);
+  free(mine);
+  free(steps);
+  free(data);
+  return st;
+}
+
+/* Before the first run, every rank must hold the same plan inputs: compare
+ * the section hashes; all ranks see all of them and reach one verdict. */
+static rs_status agree(rs_plan *plan, rsi_err *err) {
+  static const char *section[4] = {"tensor declarations", "source layout",
+                                   "destination layout",
+                                   "world, domains or staging setting"};
+  rs_context *ctx = plan->ctx;
+  rsi_transport *tp = ctx->transport;
+  void *all = NULL;
+  size_t *counts = malloc((size_t)ctx->world_size * sizeof *counts);
+  if (!counts) return RSI_NOMEM(err);
+  rs_status st = tp->ops->allgatherv(tp, plan->section_hash,
+                                     sizeof plan->section_hash, &all, counts,
+                                     ctx->timeout_ms, err);
+  for (int r = 0; st == RS_OK && r < ctx->world_size; r++) {
+    const uint64_t *theirs = (const uint64_t *)all + 4 * r;
+    const uint64_t *first = (const uint64_t *)all;
+    if (counts[r] != sizeof plan->section_hash) {
+      st = RSI_FAIL(err, RS_ERR_MISMATCH,
+                    "rank %d sent a fingerprint of %zu bytes, not %zu", r,
+                    counts[r], sizeof plan->section_hash);
+      break;
+    }
+    for (int s = 0; s < 4; s++)
+      if (theirs[s] != first[s]) {
+        st = RSI_FAIL(err, RS_ERR_MISMATCH,
+                      "rank %d and rank 0 disagree on the %s (hash %016llx "
+                      "vs %016llx): every rank must build the same layouts",
+                      r, section[s], (unsigned long long)theirs[s],
+                      (unsigned long long)first[s]);
+        break;
+      }
+  }
+  free(all);
+  free(counts);
+  if (st == RS_OK) plan->agreed = true;
+  return st;
+}
+
 rs_status rsi_plan_execute(rs_plan *plan) {
   rs_context *ctx = plan->ctx;
   rsi_err *err = &ctx->err;
+  if (ctx->failed)
+    return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                    "an earlier execution on this context failed part-way; "
+                    "destroy it and create a new one");
   RSI_TRY(check_bindings(plan, err));
-  if (ctx->rank != RS_ALL_RANKS || !ctx->transport)
-    return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
-                    "this context's transport cannot execute plans yet");
+  bool one_rank = ctx->rank != RS_ALL_RANKS;
+  if (one_rank && !plan->agreed) {
+    rs_status st = agree(plan, err);
+    if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) ctx->failed = true;
+    if (st != RS_OK) return st;
+  }
 
   int64_t slice = ctx->slice_bytes / 16 * 16;
   int64_t relay_total = 0;
-  for (int r = 0; r < plan->world_size; r++) relay_total += plan->relay_bytes[r];
-  exec_state ex = {plan, calloc((size_t)plan->world_size, sizeof(char *))};
-  char *relay = malloc((size_t)(relay_total ? relay_total : 1));
-  char *stage_buf = malloc((size_t)slice);
+  for (int r = 0; r < plan->world_size; r++)
+    if (!one_rank) relay_total += plan->relay_bytes[r];
+  exec_state ex = {plan, calloc((unsigned)plan->world_size, sizeof(char *))};
+  char *relay = one_rank ? NULL : malloc((size_t)(relay_total ? relay_total : 1));
+  char *stage_buf = one_rank ? NULL : malloc((size_t)slice);
   rs_status st = RS_OK;
-  if (!ex.relay_base || !relay || !stage_buf) {
+  if (!ex.relay_base || (!one_rank && (!relay || !stage_buf))) {
     st = RSI_NOMEM(err);
+  } else if (one_rank) {
+    st = run_one_rank(&ex, ctx->transport, err);
+    if (st != RS_OK && st != RS_ERR_NO_MEMORY) ctx->failed = true;
   } else {
     int64_t at = 0;
     for (int r = 0; r < plan->world_size; r++) {

@@ -85,6 +85,9 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
                                  const int *mesh_ranks, const int *placements,
                                  int buffer, int64_t byte_offset);
 
+/* Collective over an MPI context's ranks (layout_exchange.c). */
+rs_status rsi_layout_allgather(rs_layout *layout);
+
 /* RS_ERR_OVERLAP when two shards of one rank share bytes of one buffer. */
 rs_status rsi_layout_check_writes(const rs_layout *layout, const char *side,
                                   rsi_err *err);

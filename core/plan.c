@@ -717,28 +717,35 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
-static uint64_t fingerprint(const rs_plan *plan) {
-  uint64_t h = 14695981039346656037ull;
-  h = fnv(h, &plan->world_size, sizeof plan->world_size);
-  h = fnv(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
-  h = fnv(h, &plan->staging_bytes, sizeof plan->staging_bytes);
+enum { HASH_TENSORS, HASH_SRC, HASH_DST, HASH_TOPOLOGY };
+
+static void fingerprint(rs_plan *plan) {
+  const uint64_t basis = 14695981039346656037ull;
+  uint64_t h = basis;
   for (int t = 0; t < plan->ntensors; t++) {
     const rsi_tensor *x = &plan->tensors[t];
     h = fnv(h, x->name, strlen(x->name) + 1);
     h = fnv(h, &x->dtype, sizeof x->dtype);
     h = fnv(h, x->shape, (size_t)x->ndim * sizeof *x->shape);
   }
+  plan->section_hash[HASH_TENSORS] = h;
   for (int s = 0; s < 2; s++) {
     const rsi_side *side = &plan->side[s];
+    h = basis;
     for (int64_t i = 0; i < side->nshards; i++) {
       const rsi_shard *sh = &side->shards[i];
       int32_t head[3] = {sh->tensor, sh->rank, sh->buffer};
       h = fnv(h, head, sizeof head);
       h = fnv(h, &sh->byte_offset, sizeof sh->byte_offset);
     }
-    h = fnv(h, side->pool.v, (size_t)side->pool.n * sizeof *side->pool.v);
+    plan->section_hash[s == RS_SIDE_SRC ? HASH_SRC : HASH_DST] =
+        fnv(h, side->pool.v, (size_t)side->pool.n * sizeof *side->pool.v);
   }
-  return h;
+  h = fnv(basis, &plan->world_size, sizeof plan->world_size);
+  h = fnv(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
+  plan->section_hash[HASH_TOPOLOGY] =
+      fnv(h, &plan->staging_bytes, sizeof plan->staging_bytes);
+  plan->fingerprint = fnv(basis, plan->section_hash, sizeof plan->section_hash);
 }
 
 void rsi_plan_destroy(rs_plan *plan) {
@@ -859,7 +866,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   free(dfirst);
   free(dids);
   if (st == RS_OK) st = rsi_plan_schedule(plan, p->unit_end, p->nunits, err);
-  if (st == RS_OK) plan->fingerprint = fingerprint(plan);
+  if (st == RS_OK) fingerprint(plan);
   return st;
 }
 

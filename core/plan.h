@@ -76,6 +76,10 @@ struct rs_plan {
   rsi_rank_stats *stats;
   int64_t staging_bytes, round_capacity;
   uint64_t fingerprint;
+  /* Hashes of what the plan was made from: tensors, source shards,
+   * destination shards, topology and settings. */
+  uint64_t section_hash[4];
+  bool agreed; /* the ranks compared fingerprints before the first run */
 };
 
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,

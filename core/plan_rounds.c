@@ -25,7 +25,7 @@ static int cmp_move_key(const void *x, const void *y) {
 
 typedef struct rank_round {
   int32_t round;
-  int64_t used, relay, cost, relay_cost;
+  int64_t used, relay, cost;
   bool touched;
 } rank_round;
 
@@ -33,11 +33,12 @@ static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
                      int64_t bytes, bool relay) {
   if (!rr[rank].touched) {
     rr[rank].touched = true;
-    rr[rank].cost = rr[rank].relay_cost = 0;
+    rr[rank].cost = 0;
     touched[(*nt)++] = rank;
   }
   rr[rank].cost += bytes;
-  if (relay) rr[rank].relay_cost += ALIGN(bytes, 64);
+  /* a relay slot holds the bytes beside the staging they arrive in */
+  if (relay) rr[rank].cost += ALIGN(bytes, 64);
 }
 
 static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,

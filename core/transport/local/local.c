@@ -52,8 +52,10 @@ static posted *find(posted *list, int n, int from, int to, uint64_t tag) {
   return NULL;
 }
 
-static rs_status local_send(rsi_transport *t, int from, int to, uint64_t tag,
-                            const void *data, size_t bytes, rsi_err *err) {
+static rs_status local_send(rsi_transport *t, int group, int from, int to,
+                            uint64_t tag, const void *data, size_t bytes,
+                            rsi_err *err) {
+  (void)group; /* one process: everything completes at once */
   local_transport *lt = (local_transport *)t;
   posted s = {from, to, tag, bytes, data, NULL, 0};
   posted *r = find(lt->recvs, lt->nrecvs, from, to, tag);
@@ -61,9 +63,10 @@ static rs_status local_send(rsi_transport *t, int from, int to, uint64_t tag,
   return push(&lt->sends, &lt->nsends, &lt->cap_sends, s, err);
 }
 
-static rs_status local_recv(rsi_transport *t, int to, int from, uint64_t tag,
-                            void *buf, size_t bytes, const void **data,
-                            rsi_err *err) {
+static rs_status local_recv(rsi_transport *t, int group, int to, int from,
+                            uint64_t tag, void *buf, size_t bytes,
+                            const void **data, rsi_err *err) {
+  (void)group;
   (void)buf; /* shown in place: nothing to receive into */
   local_transport *lt = (local_transport *)t;
   posted r = {from, to, tag, bytes, NULL, data, 0};
@@ -72,8 +75,9 @@ static rs_status local_recv(rsi_transport *t, int to, int from, uint64_t tag,
   return push(&lt->recvs, &lt->nrecvs, &lt->cap_recvs, r, err);
 }
 
-static rs_status local_wait_all(rsi_transport *t, int64_t timeout_ms,
-                                rsi_err *err) {
+static rs_status local_wait(rsi_transport *t, int group, int64_t timeout_ms,
+                            rsi_err *err) {
+  (void)group;
   (void)timeout_ms; /* nothing here can be late: all ranks are this thread */
   local_transport *lt = (local_transport *)t;
   rs_status st = RS_OK;
@@ -93,6 +97,11 @@ static rs_status local_wait_all(rsi_transport *t, int64_t timeout_ms,
   return st;
 }
 
+static void local_abandon(rsi_transport *t) {
+  local_transport *lt = (local_transport *)t;
+  lt->nsends = lt->nrecvs = 0;
+}
+
 static void local_destroy(rsi_transport *t) {
   local_transport *lt = (local_transport *)t;
   free(lt->sends);
@@ -101,7 +110,14 @@ static void local_destroy(rsi_transport *t) {
 }
 
 static const rsi_transport_ops local_ops = {
-    "local", local_send, local_recv, local_wait_all, local_destroy};
+    .name = "local",
+    .send = local_send,
+    .recv = local_recv,
+    .wait = local_wait,
+    .abandon = local_abandon,
+    .allgatherv = NULL, /* no collectives: every rank is this process */
+    .destroy = local_destroy,
+};
 
 rs_status rsi_local_transport_create(rsi_transport **out) {
   local_transport *lt = calloc(1, sizeof *lt);

@@ -1,0 +1,70 @@
+/*
+ * libreshard over MPI: one rank per MPI process.
+ *
+ * The MPI transport is a module (libreshard-mpi.so) that libreshard loads
+ * when the first MPI context is created: from the path in the environment
+ * variable RESHARD_MPI_MODULE if set, else from the folder libreshard itself
+ * was loaded from, else through the dynamic loader's search path. So
+ * libreshard.so needs no MPI library to load, and this header is the only
+ * one that names MPI types.
+ *
+ * libreshard never calls MPI_Init or MPI_Finalize: initialize MPI first
+ * (any thread level; libreshard calls MPI only from the thread that calls
+ * it) and keep it initialized while contexts exist.
+ */
+#ifndef RESHARD_MPI_H
+#define RESHARD_MPI_H
+
+#include <reshard/reshard.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Create a context over the communicator whose Fortran handle is @p fcomm
+ * (MPI_Comm_c2f(comm) in C, comm.py2f() in mpi4py). Collective over the
+ * communicator. The context duplicates the communicator, so its traffic
+ * never mixes with the caller's. Every rank's domain defaults to its host
+ * (ranks that share memory); the environment variable RESHARD_DOMAIN_SIZE=n
+ * (or rs_context_set_domain_size) puts consecutive blocks of n ranks in a
+ * domain instead, to model NVLink domains on one machine.
+ * The caller owns *out (rs_context_destroy, which is not collective).
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNSUPPORTED (the MPI module cannot be
+ * loaded; the message says where it looked), RS_ERR_INVALID_ARGUMENT (MPI
+ * not initialized, or a bad communicator), RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY.
+ * Details in rs_last_error(). @since 0.1
+ */
+RS_API rs_status rs_context_create_mpi_fortran(int64_t fcomm,
+                                               rs_context **out);
+
+/**
+ * Exchange shards: afterwards the layout on every rank holds the tensors and
+ * shards every rank had added, in rank order, so all ranks hold the same
+ * layout and compute the same plan. Before the call each rank may hold only
+ * shards of its own rank (and tensors, which must agree in dtype and shape
+ * where several ranks declare the same name). Collective over the context's
+ * ranks; a rank that does not call within RS_PARAM_TIMEOUT_MS gives
+ * RS_ERR_TIMEOUT on the others. Bytes received are decoded by a versioned,
+ * size-checked wire format and validated like rs_layout_add_shard.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (a shard of another
+ * rank), RS_ERR_UNSUPPORTED (not an MPI context), RS_ERR_MISMATCH (two
+ * ranks declare one tensor differently), RS_ERR_CORRUPT (malformed bytes),
+ * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT, and every status of rs_layout_add_shard.
+ * On failure the layout is unchanged. @since 0.1
+ */
+RS_API rs_status rs_layout_allgather(rs_layout *layout);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Convert a C communicator, when the caller has mpi.h. */
+#if defined(MPI_VERSION) || defined(RESHARD_WITH_MPI_H)
+#include <mpi.h>
+static inline rs_status rs_context_create_mpi(MPI_Comm comm, rs_context **out) {
+  return rs_context_create_mpi_fortran((int64_t)MPI_Comm_c2f(comm), out);
+}
+#endif
+
+#endif /* RESHARD_MPI_H */

@@ -1,0 +1,57 @@
+/* rs_layout_allgather: every rank sends what it added; every rank decodes
+ * all contributions, in rank order, into a fresh layout, which then replaces
+ * its own. Decoding validates everything, so a rank cannot slip a malformed
+ * shard into the others' layouts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/transport.h"
+#include "wire.h"
+
+static void swap_contents(rs_layout *a, rs_layout *b) {
+  rs_layout t = *a;
+  *a = *b;
+  *b = t;
+  /* the context stays with its handle */
+  rs_context *c = a->ctx;
+  a->ctx = b->ctx;
+  b->ctx = c;
+}
+
+rs_status rsi_layout_allgather(rs_layout *l) {
+  rs_context *ctx = l->ctx;
+  rsi_err *err = &ctx->err;
+  rsi_transport *tp = ctx->transport;
+  if (ctx->rank == RS_ALL_RANKS || !tp || !tp->ops->allgatherv)
+    return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                    "rs_layout_allgather needs a context with one rank per "
+                    "process (MPI); this one drives every rank itself");
+  for (int64_t i = 0; i < l->nshards; i++)
+    if (l->shards[i].rank != ctx->rank)
+      return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                      "rank %d holds a shard of tensor '%s' for rank %d: "
+                      "before rs_layout_allgather each rank adds only its own "
+                      "shards",
+                      ctx->rank, l->tensors[l->shards[i].tensor].name,
+                      l->shards[i].rank);
+  void *mine = NULL, *all = NULL;
+  size_t len = 0;
+  RSI_TRY(rsi_wire_encode(l, ctx->rank, &mine, &len, err));
+  size_t *counts = malloc((size_t)ctx->world_size * sizeof *counts);
+  rs_status st = counts ? RS_OK : RSI_NOMEM(err);
+  if (st == RS_OK)
+    st = tp->ops->allgatherv(tp, mine, len, &all, counts, ctx->timeout_ms, err);
+  free(mine);
+  rs_layout *merged = NULL;
+  if (st == RS_OK) st = rsi_layout_create(ctx, &merged);
+  size_t at = 0;
+  for (int r = 0; st == RS_OK && r < ctx->world_size; r++) {
+    st = rsi_wire_decode(merged, r, (const char *)all + at, counts[r], err);
+    at += counts[r];
+  }
+  if (st == RS_OK) swap_contents(l, merged);
+  rsi_layout_destroy(merged);
+  free(all);
+  free(counts);
+  return st;
+}

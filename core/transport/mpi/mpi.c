@@ -1,0 +1,310 @@
+/* The MPI transport module: one rank per process, non-blocking
+ * point-to-point messages on a duplicate of the caller's communicator,
+ * waits that give up after a timeout and name the peer that did not answer.
+ * Built into libreshard-mpi.so; libreshard loads it (transport/module.c). */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../transport.h"
+
+#define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are int */
+#define MAX_TAG 30000
+
+typedef struct op_info {
+  int peer, is_recv;
+  size_t bytes;
+} op_info;
+
+typedef struct op_group {
+  MPI_Request *reqs;
+  op_info *info;
+  int n, cap;
+} op_group;
+
+typedef struct mpi_transport {
+  rsi_transport base;
+  MPI_Comm comm;
+  int rank, world;
+  op_group groups[2];
+} mpi_transport;
+
+static rs_status mpi_fail(rsi_err *err, int code, const char *what) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
+  text[len] = '\0';
+  return RSI_FAIL(err, RS_ERR_TRANSPORT, "%s failed: %s", what, text);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void pause_briefly(void) {
+  struct timespec ts = {0, 20000}; /* 20 us */
+  nanosleep(&ts, NULL);
+}
+
+static rs_status push_op(op_group *g, op_info info, MPI_Request **slot,
+                         rsi_err *err) {
+  if (g->n == g->cap) {
+    int cap = g->cap ? g->cap * 2 : 64;
+    MPI_Request *r = realloc(g->reqs, (size_t)cap * sizeof *r);
+    if (!r) return RSI_NOMEM(err);
+    g->reqs = r;
+    op_info *i = realloc(g->info, (size_t)cap * sizeof *i);
+    if (!i) return RSI_NOMEM(err);
+    g->info = i;
+    g->cap = cap;
+  }
+  g->info[g->n] = info;
+  *slot = &g->reqs[g->n++];
+  return RS_OK;
+}
+
+static rs_status mpi_send(rsi_transport *t, int group, int from, int to,
+                          uint64_t tag, const void *data, size_t bytes,
+                          rsi_err *err) {
+  mpi_transport *mt = (mpi_transport *)t;
+  (void)from;
+  for (size_t at = 0; at < bytes || (bytes == 0 && at == 0);) {
+    size_t n = bytes - at < CHUNK_BYTES ? bytes - at : CHUNK_BYTES;
+    MPI_Request *req = NULL;
+    RSI_TRY(push_op(&mt->groups[group], (op_info){to, 0, n}, &req, err));
+    int rc = MPI_Isend((const char *)data + at, (int)n, MPI_BYTE, to,
+                       (int)(tag % MAX_TAG), mt->comm, req);
+    if (rc != MPI_SUCCESS) {
+      mt->groups[group].n--;
+      return mpi_fail(err, rc, "MPI_Isend");
+    }
+    at += n;
+    if (bytes == 0) break;
+  }
+  return RS_OK;
+}
+
+static rs_status mpi_recv(rsi_transport *t, int group, int to, int from,
+                          uint64_t tag, void *buf, size_t bytes,
+                          const void **data, rsi_err *err) {
+  mpi_transport *mt = (mpi_transport *)t;
+  (void)to;
+  for (size_t at = 0; at < bytes || (bytes == 0 && at == 0);) {
+    size_t n = bytes - at < CHUNK_BYTES ? bytes - at : CHUNK_BYTES;
+    MPI_Request *req = NULL;
+    RSI_TRY(push_op(&mt->groups[group], (op_info){from, 1, n}, &req, err));
+    int rc = MPI_Irecv((char *)buf + at, (int)n, MPI_BYTE, from,
+                       (int)(tag % MAX_TAG), mt->comm, req);
+    if (rc != MPI_SUCCESS) {
+      mt->groups[group].n--;
+      return mpi_fail(err, rc, "MPI_Irecv");
+    }
+    at += n;
+    if (bytes == 0) break;
+  }
+  *data = buf;
+  return RS_OK;
+}
+
+static void drop_group(op_group *g) {
+  for (int i = 0; i < g->n; i++) {
+    if (g->reqs[i] == MPI_REQUEST_NULL) continue;
+    if (g->info[i].is_recv) {
+      MPI_Cancel(&g->reqs[i]);
+      MPI_Wait(&g->reqs[i], MPI_STATUS_IGNORE);
+    } else {
+      MPI_Request_free(&g->reqs[i]); /* completes in the background */
+    }
+  }
+  g->n = 0;
+}
+
+static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
+                          rsi_err *err) {
+  mpi_transport *mt = (mpi_transport *)t;
+  op_group *g = &mt->groups[group];
+  int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Testall(g->n, g->reqs, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      drop_group(g);
+      return mpi_fail(err, rc, "MPI_Testall");
+    }
+    if (done) {
+      g->n = 0;
+      return RS_OK;
+    }
+    if (now_ms() >= deadline) break;
+    pause_briefly();
+  }
+  int late = 0;
+  while (late < g->n && g->reqs[late] == MPI_REQUEST_NULL) late++;
+  op_info info = g->info[late < g->n ? late : 0];
+  drop_group(g);
+  return RSI_FAIL(err, RS_ERR_TIMEOUT,
+                  "rank %d: no answer from rank %d within %lld ms (%s of %zu "
+                  "bytes pending); the transfer is abandoned",
+                  mt->rank, info.peer, (long long)timeout_ms,
+                  info.is_recv ? "a receive" : "a send", info.bytes);
+}
+
+static void mpi_abandon(rsi_transport *t) {
+  mpi_transport *mt = (mpi_transport *)t;
+  drop_group(&mt->groups[0]);
+  drop_group(&mt->groups[1]);
+}
+
+/* Wait for one request, polling, up to the timeout. */
+static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
+                          int64_t timeout_ms, const char *what, rsi_err *err) {
+  int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, what);
+    if (done) return RS_OK;
+    if (now_ms() >= deadline)
+      return RSI_FAIL(err, RS_ERR_TIMEOUT,
+                      "rank %d: %s did not complete within %lld ms: some rank "
+                      "did not take part",
+                      mt->rank, what, (long long)timeout_ms);
+    pause_briefly();
+  }
+}
+
+static rs_status mpi_allgatherv(rsi_transport *t, const void *mine,
+                                size_t bytes, void **all, size_t *counts,
+                                int64_t timeout_ms, rsi_err *err) {
+  mpi_transport *mt = (mpi_transport *)t;
+  uint64_t mine64 = bytes;
+  uint64_t *c64 = malloc((size_t)mt->world * sizeof *c64);
+  int *icounts = malloc((size_t)mt->world * sizeof *icounts);
+  int *displs = malloc((size_t)mt->world * sizeof *displs);
+  rs_status st = RS_OK;
+  char *out = NULL;
+  MPI_Request req;
+  if (!c64 || !icounts || !displs) st = RSI_NOMEM(err);
+  if (st == RS_OK) {
+    int rc = MPI_Iallgather(&mine64, 1, MPI_UINT64_T, c64, 1, MPI_UINT64_T,
+                            mt->comm, &req);
+    st = rc == MPI_SUCCESS ? wait_one(mt, &req, timeout_ms, "MPI_Iallgather", err)
+                           : mpi_fail(err, rc, "MPI_Iallgather");
+  }
+  uint64_t total = 0;
+  for (int r = 0; st == RS_OK && r < mt->world; r++) {
+    if (c64[r] > (uint64_t)INT32_MAX || total + c64[r] > (uint64_t)INT32_MAX)
+      st = RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                    "rank %d contributes %llu bytes: a layout exchange is "
+                    "limited to 2 GiB in all",
+                    r, (unsigned long long)c64[r]);
+    else {
+      icounts[r] = (int)c64[r];
+      displs[r] = (int)total;
+      counts[r] = (size_t)c64[r];
+      total += c64[r];
+    }
+  }
+  if (st == RS_OK && !(out = malloc(total ? total : 1))) st = RSI_NOMEM(err);
+  if (st == RS_OK) {
+    int rc = MPI_Iallgatherv(mine, (int)bytes, MPI_BYTE, out, icounts, displs,
+                             MPI_BYTE, mt->comm, &req);
+    st = rc == MPI_SUCCESS
+             ? wait_one(mt, &req, timeout_ms, "MPI_Iallgatherv", err)
+             : mpi_fail(err, rc, "MPI_Iallgatherv");
+  }
+  free(c64);
+  free(icounts);
+  free(displs);
+  if (st != RS_OK) {
+    free(out);
+    return st;
+  }
+  *all = out;
+  return RS_OK;
+}
+
+static void mpi_destroy(rsi_transport *t) {
+  mpi_transport *mt = (mpi_transport *)t;
+  mpi_abandon(t);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&mt->comm);
+  for (int g = 0; g < 2; g++) {
+    free(mt->groups[g].reqs);
+    free(mt->groups[g].info);
+  }
+  free(mt);
+}
+
+static const rsi_transport_ops mpi_ops = {
+    .name = "mpi",
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .wait = mpi_wait,
+    .abandon = mpi_abandon,
+    .allgatherv = mpi_allgatherv,
+    .destroy = mpi_destroy,
+};
+
+/* Host of every rank: the lowest world rank sharing memory with it. */
+static rs_status find_hosts(mpi_transport *mt, int *host_of, rsi_err *err) {
+  MPI_Comm local;
+  int rc = MPI_Comm_split_type(mt->comm, MPI_COMM_TYPE_SHARED, mt->rank,
+                               MPI_INFO_NULL, &local);
+  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Comm_split_type");
+  int leader = mt->rank;
+  rc = MPI_Allreduce(&mt->rank, &leader, 1, MPI_INT, MPI_MIN, local);
+  MPI_Comm_free(&local);
+  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce");
+  rc = MPI_Allgather(&leader, 1, MPI_INT, host_of, 1, MPI_INT, mt->comm);
+  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allgather");
+  return RS_OK;
+}
+
+static rs_status mpi_create(int64_t handle, rsi_transport **out, int *rank,
+                            int *world, int **host_of, rsi_err *err) {
+  int up = 0, down = 0;
+  MPI_Initialized(&up);
+  MPI_Finalized(&down);
+  if (!up || down)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "MPI is %s: call MPI_Init before creating an MPI context",
+                    down ? "already finalized" : "not initialized");
+  MPI_Comm user = MPI_Comm_f2c((MPI_Fint)handle);
+  if (user == MPI_COMM_NULL)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "Fortran handle %lld is MPI_COMM_NULL", (long long)handle);
+  mpi_transport *mt = calloc(1, sizeof *mt);
+  if (!mt) return RSI_NOMEM(err);
+  mt->base.ops = &mpi_ops;
+  int rc = MPI_Comm_dup(user, &mt->comm);
+  if (rc != MPI_SUCCESS) {
+    free(mt);
+    return mpi_fail(err, rc, "MPI_Comm_dup");
+  }
+  MPI_Comm_set_errhandler(mt->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mt->comm, &mt->rank);
+  MPI_Comm_size(mt->comm, &mt->world);
+  int *hosts = malloc((size_t)mt->world * sizeof *hosts);
+  rs_status st = hosts ? find_hosts(mt, hosts, err) : RSI_NOMEM(err);
+  if (st != RS_OK) {
+    free(hosts);
+    mpi_destroy(&mt->base);
+    return st;
+  }
+  *out = &mt->base;
+  *rank = mt->rank;
+  *world = mt->world;
+  *host_of = hosts;
+  return RS_OK;
+}
+
+__attribute__((visibility("default"))) const rsi_module rsi_module_mpi = {
+    .abi = RSI_MODULE_ABI,
+    .name = "mpi",
+    .create = mpi_create,
+};

@@ -1,0 +1,35 @@
+/* The layout wire format: what one rank sends the others in
+ * rs_layout_allgather. Little-endian, versioned, size-checked:
+ *
+ *   "RSLAYOUT" u32 version(=1) u32 rank u64 total_bytes
+ *   u32 ntensors, then per tensor: u32 name_len, name bytes (no NUL),
+ *       i32 dtype, i32 ndim, i64 shape[ndim]
+ *   u64 nshards, then per shard: u32 tensor (index above), i32 rank,
+ *       i32 buffer, i64 byte_offset, i64 offset[ndim], extent[ndim],
+ *       strides[ndim]
+ *   u64 checksum (FNV-1a 64 of every byte before it)
+ *
+ * Decoding checks every length against what is left before reading, and
+ * adds what it read through the same validation as the public calls. */
+#ifndef RS_CORE_WIRE_H
+#define RS_CORE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+
+#define RSI_WIRE_VERSION 1u
+
+/* Encode every tensor and shard of layout; *out is malloc'd. */
+rs_status rsi_wire_encode(const rs_layout *layout, int rank, void **out,
+                          size_t *len, rsi_err *err);
+
+/* Decode bytes sent by rank `from` into layout: tensors new to it are
+ * declared, known ones must agree (RS_ERR_MISMATCH), shards are added.
+ * Malformed bytes give RS_ERR_CORRUPT. On failure the layout may hold part
+ * of the bytes: callers decode into a scratch layout. */
+rs_status rsi_wire_decode(rs_layout *layout, int from, const void *bytes,
+                          size_t len, rsi_err *err);
+
+#endif
