@@ -238,11 +238,97 @@ static rs_status run_all_ranks(exec_state *ex, rsi_transport *tp,
  * shards) begins before the previous step finishes, so packing round k+1
  * overlaps the transfers of round k; staging and relay slots alternate
  * between two halves, which is why rounds are planned at half the staging
- * setting. */
+ * setting.
+ *
+ * Inside a message, a move of at least DIRECT_BYTES travels as its own
+ * transport message, straight from or into the caller's memory where that
+ * memory is contiguous (no pack, no unpack); smaller moves are packed
+ * together. Sender and receiver cut a message the same way, so their
+ * transport messages match one to one. */
+#define DIRECT_BYTES ((int64_t)64 * 1024)
+#define ALIGN16(x) (((x) + 15) / 16 * 16)
+#define ALIGN64(x) (((x) + 63) / 64 * 64)
+
+typedef struct segment {
+  int64_t first, n, bytes; /* moves [first, first+n), packed size */
+  bool single;             /* one large move */
+} segment;
+
+/* The segment of msg starting at move `at`. */
+static segment segment_at(const rs_plan *plan, const rsi_message *msg,
+                          int64_t at) {
+  segment g = {at, 0, 0, false};
+  int64_t end = msg->first_move + msg->nmoves;
+  if (plan->moves[at].bytes >= DIRECT_BYTES)
+    return (segment){at, 1, plan->moves[at].bytes, true};
+  while (at < end && plan->moves[at].bytes < DIRECT_BYTES) {
+    g.bytes = ALIGN16(g.bytes) + plan->moves[at].bytes;
+    g.n++;
+    at++;
+  }
+  return g;
+}
+
+/* A box in memory is one contiguous run when its strides are row-major. */
+static bool contiguous(int ndim, const int64_t *ext, const int64_t *strides) {
+  int64_t expect = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (ext[d] == 1) continue;
+    if (strides[d] != expect) return false;
+    expect *= ext[d];
+  }
+  return true;
+}
+
+/* Where move m's bytes can go to or come from the transport directly. */
+static char *direct_ptr(const exec_state *ex, const rsi_move *m, bool src) {
+  int64_t strides[RSI_MAX_DIMS];
+  const rsi_tensor *t = &ex->plan->tensors[m->tensor];
+  char *p = src ? endpoint(ex, m, m->src_kind, m->src_index, strides)
+                : endpoint(ex, m, m->dst_kind, m->dst_index, strides);
+  return contiguous(t->ndim, rsi_move_extent(ex->plan, m), strides) ? p : NULL;
+}
+
+static void pack_moves(const exec_state *ex, const segment *g, char *out) {
+  int64_t at = 0;
+  for (int64_t i = g->first; i < g->first + g->n; i++) {
+    const rsi_move *m = &ex->plan->moves[i];
+    const rsi_tensor *t = &ex->plan->tensors[m->tensor];
+    int64_t strides[RSI_MAX_DIMS], n;
+    const char *src = endpoint(ex, m, m->src_kind, m->src_index, strides);
+    rsi_box_volume(t->ndim, rsi_move_extent(ex->plan, m), &n);
+    at = ALIGN16(at);
+    rsi_copy_range(t->ndim, rsi_move_extent(ex->plan, m), (size_t)t->esize,
+                   out + at, NULL, src, strides, 0, n);
+    at += m->bytes;
+  }
+}
+
+static void unpack_moves(const exec_state *ex, const segment *g,
+                         const char *in) {
+  int64_t at = 0;
+  for (int64_t i = g->first; i < g->first + g->n; i++) {
+    const rsi_move *m = &ex->plan->moves[i];
+    const rsi_tensor *t = &ex->plan->tensors[m->tensor];
+    int64_t strides[RSI_MAX_DIMS], n;
+    char *dst = endpoint(ex, m, m->dst_kind, m->dst_index, strides);
+    rsi_box_volume(t->ndim, rsi_move_extent(ex->plan, m), &n);
+    at = ALIGN16(at);
+    rsi_copy_range(t->ndim, rsi_move_extent(ex->plan, m), (size_t)t->esize,
+                   dst, strides, in + at, NULL, 0, n);
+    at += m->bytes;
+  }
+}
+
 typedef struct step {
   int32_t round, stage;
   int64_t first, n; /* into mine[] */
 } step;
+
+typedef struct arrival {
+  segment seg;
+  const void *data; /* NULL: it landed in place */
+} arrival;
 
 typedef struct rank_run {
   exec_state *ex;
@@ -250,28 +336,56 @@ typedef struct rank_run {
   int me;
   int64_t timeout_ms;
   const int64_t *mine; /* message indices touching this rank, plan order */
-  const void **data;   /* per entry of mine[]: where its bytes arrived */
   char *staging[2], *relay[2];
+  arrival *arrivals[2]; /* receives to unpack, per half */
+  int64_t narrivals[2], cap_arrivals[2];
 } rank_run;
-
-#define ALIGN64(x) (((x) + 63) / 64 * 64)
 
 static uint64_t step_tag(const step *s) {
   return (uint64_t)s->round * 2 + (uint64_t)s->stage;
 }
 
+static rs_status expect_arrival(rank_run *rr, int half, arrival a,
+                                rsi_err *err) {
+  if (rr->narrivals[half] == rr->cap_arrivals[half]) {
+    int64_t cap = rr->cap_arrivals[half] ? rr->cap_arrivals[half] * 2 : 64;
+    arrival *n = realloc(rr->arrivals[half], (size_t)cap * sizeof *n);
+    if (!n) return RSI_NOMEM(err);
+    rr->arrivals[half] = n;
+    rr->cap_arrivals[half] = cap;
+  }
+  rr->arrivals[half][rr->narrivals[half]++] = a;
+  return RS_OK;
+}
+
 static rs_status begin_step(rank_run *rr, const step *s, int half) {
   const rs_plan *plan = rr->ex->plan;
   rsi_err *err = &plan->ctx->err;
+  rsi_transport *tp = rr->tp;
+  uint64_t tag = step_tag(s);
   rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
+  rr->narrivals[half] = 0;
   int64_t at = 0;
   for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
     const rsi_message *msg = &plan->msgs[rr->mine[k]];
     if (msg->dst_rank != rr->me || msg->src_rank == rr->me) continue;
-    RSI_TRY(rr->tp->ops->recv(rr->tp, half, rr->me, msg->src_rank, step_tag(s),
-                              rr->staging[half] + at, (size_t)msg->bytes,
-                              &rr->data[k], err));
-    at += ALIGN64(msg->bytes);
+    for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves;) {
+      segment g = segment_at(plan, msg, i);
+      char *into = g.single ? direct_ptr(rr->ex, &plan->moves[i], false) : NULL;
+      const void *data = NULL; /* one-rank transports set it on return */
+      if (into) {
+        RSI_TRY(tp->ops->recv(tp, half, rr->me, msg->src_rank, tag, into,
+                              (size_t)g.bytes, &data, err));
+        data = NULL; /* landed in place */
+      } else {
+        RSI_TRY(tp->ops->recv(tp, half, rr->me, msg->src_rank, tag,
+                              rr->staging[half] + at, (size_t)g.bytes, &data,
+                              err));
+        at += ALIGN64(g.bytes);
+      }
+      RSI_TRY(expect_arrival(rr, half, (arrival){g, data}, err));
+      i += g.n;
+    }
   }
   for (int64_t k = s->first; k < s->first + s->n; k++) {
     const rsi_message *msg = &plan->msgs[rr->mine[k]];
@@ -280,10 +394,18 @@ static rs_status begin_step(rank_run *rr, const step *s, int half) {
       copy_local(rr->ex, msg);
       continue;
     }
-    pack_range(rr->ex, msg, 0, msg->bytes, rr->staging[half] + at);
-    RSI_TRY(rr->tp->ops->send(rr->tp, half, rr->me, msg->dst_rank, step_tag(s),
-                              rr->staging[half] + at, (size_t)msg->bytes, err));
-    at += ALIGN64(msg->bytes);
+    for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves;) {
+      segment g = segment_at(plan, msg, i);
+      const char *from = g.single ? direct_ptr(rr->ex, &plan->moves[i], true) : NULL;
+      if (!from) {
+        pack_moves(rr->ex, &g, rr->staging[half] + at);
+        from = rr->staging[half] + at;
+        at += ALIGN64(g.bytes);
+      }
+      RSI_TRY(tp->ops->send(tp, half, rr->me, msg->dst_rank, tag, from,
+                            (size_t)g.bytes, err));
+      i += g.n;
+    }
   }
   return RS_OK;
 }
@@ -292,12 +414,24 @@ static rs_status finish_step(rank_run *rr, const step *s, int half) {
   const rs_plan *plan = rr->ex->plan;
   RSI_TRY(rr->tp->ops->wait(rr->tp, half, rr->timeout_ms, &plan->ctx->err));
   rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
-  for (int64_t k = s->first; k < s->first + s->n; k++) {
-    const rsi_message *msg = &plan->msgs[rr->mine[k]];
-    if (msg->dst_rank == rr->me && msg->src_rank != rr->me)
-      unpack_range(rr->ex, msg, 0, msg->bytes, rr->data[k]);
+  for (int64_t a = 0; a < rr->narrivals[half]; a++) {
+    const arrival *in = &rr->arrivals[half][a];
+    if (in->data) unpack_moves(rr->ex, &in->seg, in->data);
   }
+  rr->narrivals[half] = 0;
   return RS_OK;
+}
+
+/* Staging one step needs on this rank: every segment it sends or receives,
+ * as if none could go direct. */
+static int64_t step_staging(const rs_plan *plan, const rsi_message *msg) {
+  int64_t bytes = 0;
+  for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves;) {
+    segment g = segment_at(plan, msg, i);
+    bytes += ALIGN64(g.bytes);
+    i += g.n;
+  }
+  return bytes;
 }
 
 static rs_status run_steps(rank_run *rr, const step *steps, int64_t nsteps) {
@@ -322,11 +456,9 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
     n += plan->msgs[i].src_rank == me || plan->msgs[i].dst_rank == me;
   int64_t *mine = malloc((size_t)(n ? n : 1) * sizeof *mine);
   step *steps = malloc((size_t)(n ? n : 1) * sizeof *steps);
-  const void **data = calloc((size_t)(n ? n : 1), sizeof *data);
-  if (!mine || !steps || !data) {
+  if (!mine || !steps) {
     free(mine);
     free(steps);
-    free(data);
     return RSI_NOMEM(err);
   }
   int64_t nsteps = 0, k = 0, staging = 0, used = 0;
@@ -340,10 +472,10 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
     }
     steps[nsteps - 1].n++;
     mine[k++] = i;
-    if (m->src_rank != m->dst_rank) used += ALIGN64(m->bytes);
+    if (m->src_rank != m->dst_rank) used += step_staging(plan, m);
     if (used > staging) staging = used;
   }
-  rank_run rr = {ex, tp, me, plan->ctx->timeout_ms, mine, data, {0}, {0}};
+  rank_run rr = {ex, tp, me, plan->ctx->timeout_ms, mine, {0}, {0}, {0}, {0}, {0}};
   int64_t relay = plan->relay_bytes[me];
   char *area = malloc((size_t)(2 * (staging + relay) + 1));
   rs_status st = area ? RS_OK : RSI_NOMEM(err);
@@ -358,7 +490,8 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
   free(area);
   free(mine);
   free(steps);
-  free(data);
+  free(rr.arrivals[0]);
+  free(rr.arrivals[1]);
   return st;
 }
 
