@@ -1,5 +1,6 @@
 #include "layout.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -326,7 +327,12 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
   for (int64_t i = 0; i < nranks; i++) {
     st = rsi_dtensor_box(tensor->ndim, tensor->shape, mesh_ndim, mesh_shape,
                          placements, coord, off, ext, err);
-    if (st != RS_OK) break;
+    if (st != RS_OK) {
+      char why[RSI_ERR_MSG_BYTES];
+      snprintf(why, sizeof why, "%s", err->msg);
+      RSI_FAIL(err, st, "tensor '%s': %s", name, why);
+      break;
+    }
     if (!rsi_box_is_empty(tensor->ndim, ext)) {
       st = rsi_layout_add_shard(layout, name, mesh_ranks[i], off, ext, buffer,
                                 byte_offset, NULL);

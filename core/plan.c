@@ -621,7 +621,8 @@ static rs_status copy_side(rs_plan *plan, rsi_side *side, const rs_layout *l,
   side->shards = malloc((size_t)(l->nshards ? l->nshards : 1) * sizeof *side->shards);
   side->rank_first = calloc((size_t)plan->world_size + 1, sizeof *side->rank_first);
   if (!side->shards || !side->rank_first) return RSI_NOMEM(err);
-  memcpy(side->shards, l->shards, (size_t)l->nshards * sizeof *l->shards);
+  if (l->nshards)
+    memcpy(side->shards, l->shards, (size_t)l->nshards * sizeof *l->shards);
   if (rsi_pool_push(&side->pool, l->pool.v, l->pool.n, err) < 0)
     return RS_ERR_NO_MEMORY;
   /* buffers 0..max of every rank */

@@ -24,6 +24,7 @@ const char *rs_context_last_error(const rs_context *ctx) {
 }
 
 rs_status rs_context_world_size(const rs_context *ctx, int *out) {
+  if (out) *out = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_world_size");
   API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_world_size");
   *out = ctx->world_size;
@@ -31,6 +32,7 @@ rs_status rs_context_world_size(const rs_context *ctx, int *out) {
 }
 
 rs_status rs_context_rank(const rs_context *ctx, int *out) {
+  if (out) *out = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_rank");
   API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_rank");
   *out = ctx->rank;
@@ -38,6 +40,7 @@ rs_status rs_context_rank(const rs_context *ctx, int *out) {
 }
 
 rs_status rs_context_transport(const rs_context *ctx, rs_transport_kind *out) {
+  if (out) *out = (rs_transport_kind)0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_transport");
   API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_transport");
   *out = ctx->kind;
@@ -57,10 +60,10 @@ rs_status rs_context_set_domain(rs_context *ctx, int rank, int domain) {
 }
 
 rs_status rs_context_get_domain(const rs_context *ctx, int rank, int *domain) {
+  if (domain) *domain = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_domain");
   rsi_err *err = (rsi_err *)&ctx->err;
   API_REQUIRE(domain, err, "rs_context_get_domain");
-  *domain = 0;
   if (rank < 0 || rank >= ctx->world_size)
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
                     ctx->world_size);
@@ -117,10 +120,10 @@ rs_status rs_context_set_param(rs_context *ctx, rs_param param,
 
 rs_status rs_context_get_param(const rs_context *ctx, rs_param param,
                                int64_t *value) {
+  if (value) *value = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_param");
   rsi_err *err = (rsi_err *)&ctx->err;
   API_REQUIRE(value, err, "rs_context_get_param");
-  *value = 0;
   int64_t *slot = param_slot((rs_context *)ctx, param);
   if (!slot)
     return RSI_FAIL(err, RS_ERR_BAD_PARAM, "unknown parameter %d", (int)param);

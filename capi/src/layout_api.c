@@ -63,6 +63,7 @@ rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
 }
 
 rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {
+  if (out) *out = 0;
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_num_tensors");
   API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_tensors");
   *out = layout->ntensors;
@@ -70,6 +71,7 @@ rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {
 }
 
 rs_status rs_layout_num_shards(const rs_layout *layout, int64_t *out) {
+  if (out) *out = 0;
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_num_shards");
   API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_shards");
   *out = layout->nshards;

@@ -16,10 +16,10 @@ void rs_plan_destroy(rs_plan *plan) { rsi_plan_destroy(plan); }
 
 rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
                        int64_t *value) {
+  if (value) *value = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_stat");
   rsi_err *err = &plan->ctx->err;
   API_REQUIRE(value, err, "rs_plan_stat");
-  *value = 0;
   if (rank != RS_ALL_RANKS && (rank < 0 || rank >= plan->world_size))
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
                     plan->world_size);
@@ -55,6 +55,7 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
 }
 
 rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out) {
+  if (out) *out = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_num_moves");
   API_REQUIRE(out, &plan->ctx->err, "rs_plan_num_moves");
   *out = plan->nmoves;
@@ -72,6 +73,12 @@ static rs_status check_move(const rs_plan *plan, int64_t index) {
 rs_status rs_plan_move_info(const rs_plan *plan, int64_t index, int *tensor,
                             int *src_rank, int *dst_rank, rs_route *route,
                             int *round, int *forwarded) {
+  if (tensor) *tensor = 0;
+  if (src_rank) *src_rank = 0;
+  if (dst_rank) *dst_rank = 0;
+  if (route) *route = RS_ROUTE_LOCAL;
+  if (round) *round = 0;
+  if (forwarded) *forwarded = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_move_info");
   RSI_TRY(check_move(plan, index));
   const rsi_move *m = &plan->moves[index];
@@ -100,6 +107,7 @@ rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
 }
 
 rs_status rs_plan_num_tensors(const rs_plan *plan, int *out) {
+  if (out) *out = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_num_tensors");
   API_REQUIRE(out, &plan->ctx->err, "rs_plan_num_tensors");
   *out = plan->ntensors;
@@ -108,6 +116,8 @@ rs_status rs_plan_num_tensors(const rs_plan *plan, int *out) {
 
 rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
                               const char **name, int *ndim) {
+  if (name) *name = NULL;
+  if (ndim) *ndim = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_tensor_info");
   if (tensor < 0 || tensor >= plan->ntensors)
     return RSI_FAIL(&plan->ctx->err, RS_ERR_INVALID_ARGUMENT,
@@ -118,6 +128,7 @@ rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
 }
 
 rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out) {
+  if (out) *out = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_fingerprint");
   API_REQUIRE(out, &plan->ctx->err, "rs_plan_fingerprint");
   *out = plan->fingerprint;
@@ -125,10 +136,10 @@ rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out) {
 }
 
 rs_status rs_plan_to_json(const rs_plan *plan, char **json, size_t *length) {
+  if (json) *json = NULL;
+  if (length) *length = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_to_json");
   API_REQUIRE(json, &plan->ctx->err, "rs_plan_to_json");
-  *json = NULL;
-  if (length) *length = 0;
   return rsi_plan_to_json(plan, json, length, &plan->ctx->err);
 }
 

@@ -1,0 +1,18 @@
+/* Compiled with -std=c99 and -std=c11, -Wall -Wextra -pedantic -Werror:
+ * the public header must compile cleanly on its own, first of all includes,
+ * and link against the library. */
+#include <reshard/reshard.h>
+
+#include <stdio.h>
+
+int main(void) {
+  rs_context *ctx = NULL;
+  rs_status st = rs_context_create_local(1, &ctx);
+  unsigned v = rs_version_number();
+  rs_context_destroy(ctx);
+  if (st != RS_OK || v != (unsigned)RS_VERSION_NUMBER) {
+    fprintf(stderr, "header check: %s, version %u\n", rs_status_name(st), v);
+    return 1;
+  }
+  return 0;
+}

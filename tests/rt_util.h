@@ -1,0 +1,275 @@
+/* Helpers shared by the libreshard Criterion tests: element values derived
+ * from (tensor id, global linear index), filling and checking shards in
+ * strided local memory, the torch.chunk / DTensor reference box, and small
+ * string checks. Header-only (static inline) so each test binary is one .c. */
+#ifndef RESHARD_TESTS_RT_UTIL_H
+#define RESHARD_TESTS_RT_UTIL_H
+
+#include <reshard/reshard.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RT_POISON 0xA5u
+
+/* splitmix64 finaliser: a good cheap 64-bit mix. */
+static inline uint64_t rt_mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/* The value of element lin of tensor tid, truncated to esize bytes. */
+static inline uint64_t rt_value(int tid, int64_t lin, size_t esize) {
+  uint64_t v = rt_mix(((uint64_t)(unsigned)tid << 48) ^ (uint64_t)lin ^
+                      0x1234567ull);
+  if (esize < 8) v &= (((uint64_t)1) << (8 * esize)) - 1;
+  return v;
+}
+
+static inline void rt_store(unsigned char *p, size_t esize, uint64_t v) {
+  for (size_t i = 0; i < esize; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t rt_load(const unsigned char *p, size_t esize) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < esize; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* Advance a row-major multi-index idx over extents ext; false when done. */
+static inline bool rt_next(int ndim, const int64_t *ext, int64_t *idx) {
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (++idx[d] < ext[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+static inline int64_t rt_volume(int ndim, const int64_t *ext) {
+  int64_t v = 1;
+  for (int d = 0; d < ndim; d++) v *= ext[d];
+  return v;
+}
+
+static inline void rt_dense_strides(int ndim, const int64_t *ext,
+                                    int64_t *strides) {
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    strides[d] = s;
+    s *= ext[d];
+  }
+}
+
+/* Bytes a shard spans from byte_offset (0 for an empty box). */
+static inline int64_t rt_span_bytes(int ndim, const int64_t *ext,
+                                    const int64_t *strides, size_t esize) {
+  int64_t last = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (ext[d] == 0) return 0;
+    last += (ext[d] - 1) * strides[d];
+  }
+  return (last + 1) * (int64_t)esize;
+}
+
+/* One shard as the tests know it: where its box lives in local memory. */
+typedef struct rt_shard {
+  int tid;                 /* test's tensor id (value derivation) */
+  int ndim;
+  int64_t shape[RS_MAX_DIMS];
+  int64_t off[RS_MAX_DIMS];
+  int64_t ext[RS_MAX_DIMS];
+  int64_t strides[RS_MAX_DIMS];
+  size_t esize;
+  int rank;
+  int buffer;
+  int64_t byte_offset;
+} rt_shard;
+
+static inline void rt_shard_init(rt_shard *s, int tid, int ndim,
+                                 const int64_t *shape, size_t esize,
+                                 int rank, const int64_t *off,
+                                 const int64_t *ext, int buffer,
+                                 int64_t byte_offset,
+                                 const int64_t *strides) {
+  memset(s, 0, sizeof *s);
+  s->tid = tid;
+  s->ndim = ndim;
+  s->esize = esize;
+  s->rank = rank;
+  s->buffer = buffer;
+  s->byte_offset = byte_offset;
+  for (int d = 0; d < ndim; d++) {
+    s->shape[d] = shape[d];
+    s->off[d] = off[d];
+    s->ext[d] = ext[d];
+  }
+  if (strides)
+    for (int d = 0; d < ndim; d++) s->strides[d] = strides[d];
+  else
+    rt_dense_strides(ndim, ext, s->strides);
+}
+
+static inline int64_t rt_shard_span(const rt_shard *s) {
+  return rt_span_bytes(s->ndim, s->ext, s->strides, s->esize);
+}
+
+/* Byte position (from the buffer start) of local index idx. */
+static inline int64_t rt_shard_pos(const rt_shard *s, const int64_t *idx) {
+  int64_t p = 0;
+  for (int d = 0; d < s->ndim; d++) p += idx[d] * s->strides[d];
+  return s->byte_offset + p * (int64_t)s->esize;
+}
+
+static inline int64_t rt_shard_lin(const rt_shard *s, const int64_t *idx) {
+  int64_t lin = 0;
+  for (int d = 0; d < s->ndim; d++)
+    lin = lin * s->shape[d] + s->off[d] + idx[d];
+  return lin;
+}
+
+/* Write the derived values of the shard's box into buf. */
+static inline void rt_fill(unsigned char *buf, const rt_shard *s) {
+  int64_t idx[RS_MAX_DIMS] = {0};
+  if (rt_volume(s->ndim, s->ext) == 0) return;
+  do {
+    rt_store(buf + rt_shard_pos(s, idx), s->esize,
+             rt_value(s->tid, rt_shard_lin(s, idx), s->esize));
+  } while (rt_next(s->ndim, s->ext, idx));
+}
+
+/* Check the shard's box in buf; returns -1 when right, else the global
+ * linear index of the first wrong element (got and want tell the values). */
+static inline int64_t rt_check(const unsigned char *buf, const rt_shard *s,
+                               uint64_t *got, uint64_t *want) {
+  int64_t idx[RS_MAX_DIMS] = {0};
+  if (rt_volume(s->ndim, s->ext) == 0) return -1;
+  do {
+    int64_t lin = rt_shard_lin(s, idx);
+    uint64_t w = rt_value(s->tid, lin, s->esize);
+    uint64_t g = rt_load(buf + rt_shard_pos(s, idx), s->esize);
+    if (g != w) {
+      if (got) *got = g;
+      if (want) *want = w;
+      return lin;
+    }
+  } while (rt_next(s->ndim, s->ext, idx));
+  return -1;
+}
+
+/* Mark the bytes the shard's elements occupy. */
+static inline void rt_mark(unsigned char *covered, const rt_shard *s) {
+  int64_t idx[RS_MAX_DIMS] = {0};
+  if (rt_volume(s->ndim, s->ext) == 0) return;
+  do {
+    memset(covered + rt_shard_pos(s, idx), 1, s->esize);
+  } while (rt_next(s->ndim, s->ext, idx));
+}
+
+/* Declare the shard in a layout (tensor name given by the caller). */
+static inline rs_status rt_add(rs_layout *l, const char *name,
+                               const rt_shard *s, bool pass_strides) {
+  return rs_layout_add_shard(l, name, s->rank, s->off, s->ext, s->buffer,
+                             s->byte_offset,
+                             pass_strides ? s->strides : NULL);
+}
+
+/* torch.chunk / DTensor reference: the box a mesh coordinate holds.
+ * chunk = ceil(size / n); shard i covers [min(i*chunk, size),
+ * min((i+1)*chunk, size)); nested axes split the current local chunk and
+ * the offsets add up. */
+static inline void rt_ref_local_box(int ndim, const int64_t *shape,
+                                    int mesh_ndim, const int64_t *mesh_shape,
+                                    const int *placements,
+                                    const int64_t *coord, int64_t *off,
+                                    int64_t *ext) {
+  for (int d = 0; d < ndim; d++) {
+    off[d] = 0;
+    ext[d] = shape[d];
+  }
+  for (int a = 0; a < mesh_ndim; a++) {
+    int d = placements[a];
+    if (d < 0) continue;
+    int64_t s = ext[d], n = mesh_shape[a];
+    int64_t chunk = (s + n - 1) / n;
+    int64_t lo = chunk * coord[a];
+    if (lo > s) lo = s;
+    int64_t hi = lo + chunk;
+    if (hi > s) hi = s;
+    off[d] += lo;
+    ext[d] = hi - lo;
+  }
+}
+
+static inline bool rt_contains(const char *hay, const char *needle) {
+  return hay && needle && strstr(hay, needle) != NULL;
+}
+
+/* Balanced braces/brackets outside JSON strings. */
+static inline bool rt_json_balanced(const char *s) {
+  int depth = 0;
+  char stack[256];
+  bool in_str = false;
+  for (; *s; s++) {
+    char c = *s;
+    if (in_str) {
+      if (c == '\\' && s[1]) {
+        s++;
+        continue;
+      }
+      if (c == '"') in_str = false;
+      continue;
+    }
+    if (c == '"') {
+      in_str = true;
+    } else if (c == '{' || c == '[') {
+      if (depth >= 256) return false;
+      stack[depth++] = c;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return false;
+      char o = stack[--depth];
+      if ((c == '}' && o != '{') || (c == ']' && o != '[')) return false;
+    }
+  }
+  return depth == 0 && !in_str;
+}
+
+/* Every JSON string is well-formed: no raw control byte, only the escapes
+ * JSON allows (\" \\ \/ \b \f \n \r \t \uXXXX). */
+static inline bool rt_json_strings_valid(const char *s) {
+  bool in_str = false;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (!in_str) {
+      if (c == '"') in_str = true;
+      continue;
+    }
+    if (c < 0x20) return false;
+    if (c == '"') {
+      in_str = false;
+    } else if (c == '\\') {
+      char e = s[1];
+      if (e == 'u') {
+        for (int i = 2; i < 6; i++) {
+          char h = s[i];
+          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                (h >= 'A' && h <= 'F')))
+            return false;
+        }
+        s += 5;
+      } else if (e && strchr("\"\\/bfnrt", e)) {
+        s++;
+      } else {
+        return false;
+      }
+    }
+  }
+  return !in_str;
+}
+
+#endif

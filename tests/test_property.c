@@ -1,0 +1,339 @@
+/* Property test over random layout pairs, through the in-process transport.
+ *
+ * Each case: a random world (1..12 ranks) in random domains, 1..4 tensors
+ * of rank 1..6 with odd-ish sizes (<= 4096 elements) and dtype u8, bf16,
+ * f32 or f64. Source and destination are each built from random DTensor
+ * meshes (random mesh shapes over random subsets of ranks, Replicate /
+ * Shard(d) placements, nested too) and/or random explicit grids with
+ * several boxes per rank, some strided (padded, permuted strides), many
+ * fused (shards of several tensors in one buffer at different offsets).
+ * The source covers every element by construction. Sources hold values
+ * derived from (tensor, global index); every destination byte is poisoned
+ * first. After execute: every destination element is right, every byte no
+ * destination shard covers is still poison, byte statistics agree with the
+ * move list, no domain receives an element across domains twice, staging
+ * stays within its setting.
+ *
+ * Replay: RESHARD_SEED=<seed> (default fixed) and RESHARD_CASE=<index> to
+ * run one case (RESHARD_LARGE_CASE=<index> for the large ones);
+ * RESHARD_PROPERTY_CASES=<n> / RESHARD_PROPERTY_LARGE_CASES=<n> change the
+ * counts (2000 / 120). A failing assertion names "seed=S case=I" (or
+ * "large case=I"). */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include <reshard/reshard.h>
+
+#include "rt_harness.h"
+#include "rt_util.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define DEFAULT_SEED 0x5EED2024ull
+#define DEFAULT_CASES 2000
+#define PARTS 4
+
+typedef struct rng {
+  uint64_t s;
+} rng;
+
+static uint64_t rnext(rng *r) {
+  r->s += 0x9E3779B97F4A7C15ull;
+  uint64_t z = r->s;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi]. */
+static int rint_(rng *r, int lo, int hi) {
+  return lo + (int)(rnext(r) % (uint64_t)(hi - lo + 1));
+}
+
+static void shuffle(rng *r, int *a, int n) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = rint_(r, 0, i), t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+  }
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt, bool *set) {
+  const char *v = getenv(name);
+  if (set) *set = false;
+  if (!v || !*v) return dflt;
+  char *end = NULL;
+  unsigned long long x = strtoull(v, &end, 0);
+  if (end == v) return dflt;
+  if (set) *set = true;
+  return (uint64_t)x;
+}
+
+/* ------------------------------------------------------------ generators */
+
+#define NBUF 3
+
+/* Next free byte offset in (side, buffer) over all the given ranks, plus a
+ * random pad (possibly leaving the offset unaligned to the element). */
+static int64_t place_after(const rh *h, rng *r, int side, int buffer,
+                           const int *ranks, int nranks) {
+  int64_t at = 0;
+  for (int i = 0; i < nranks; i++) {
+    int64_t u = rh_used(h, side, ranks[i], buffer);
+    if (u > at) at = u;
+  }
+  return at + (rint_(r, 0, 3) == 0 ? rint_(r, 0, 9) : 0);
+}
+
+static void add_dtensor_part(rh *h, rng *r, int side, int tid) {
+  const rh_tensor *t = &h->t[tid];
+  int mesh_ndim = rint_(r, 1, 3);
+  int64_t mesh[3];
+  int64_t prod = 1;
+  for (int a = 0; a < mesh_ndim; a++) {
+    int64_t m = rint_(r, 1, 4);
+    if (prod * m > h->world) m = 1;
+    mesh[a] = m;
+    prod *= m;
+  }
+  int perm[RH_MAX_WORLD];
+  for (int i = 0; i < h->world; i++) perm[i] = i;
+  shuffle(r, perm, h->world);
+  int pl[3];
+  for (int a = 0; a < mesh_ndim; a++)
+    pl[a] = rint_(r, 0, 2) == 0 ? RS_REPLICATE : rint_(r, 0, t->ndim - 1);
+  /* sometimes nest: two axes on one dim */
+  if (mesh_ndim >= 2 && rint_(r, 0, 3) == 0) pl[1] = pl[0] = rint_(r, 0,
+                                                                 t->ndim - 1);
+  int buffer = rint_(r, 0, NBUF - 1);
+  int64_t at = place_after(h, r, side, buffer, perm, (int)prod);
+  rh_dtensor(h, side, t->name, mesh_ndim, mesh, perm, pl, buffer, at);
+}
+
+/* Padded strides in a random dim order (never self-overlapping). */
+static void random_strides(rng *r, int ndim, const int64_t *ext,
+                           int64_t *strides) {
+  int order[RS_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) order[d] = d;
+  if (rint_(r, 0, 2) == 0) shuffle(r, order, ndim);
+  int64_t s = rint_(r, 0, 4) == 0 ? 2 : 1; /* sometimes every other one */
+  for (int k = ndim - 1; k >= 0; k--) {
+    int d = order[k];
+    strides[d] = s;
+    s *= ext[d] + (rint_(r, 0, 1) ? rint_(r, 0, 2) : 0);
+  }
+}
+
+static void add_grid_part(rh *h, rng *r, int side, int tid) {
+  const rh_tensor *t = &h->t[tid];
+  int ndim = t->ndim;
+  /* cut points per dim; at most 24 cells */
+  int64_t cuts[RS_MAX_DIMS][4];
+  int pieces[RS_MAX_DIMS];
+  int cells = 1;
+  for (int d = 0; d < ndim; d++) {
+    int p = rint_(r, 1, 3);
+    if (p > t->shape[d]) p = (int)t->shape[d];
+    if (cells * p > 24) p = 1;
+    pieces[d] = p;
+    cells *= p;
+    /* p-1 distinct interior cut points, sorted */
+    cuts[d][0] = 0;
+    cuts[d][p] = t->shape[d];
+    int64_t chosen[3];
+    int n = 0;
+    while (n < p - 1) {
+      int64_t c = 1 + (int64_t)(rnext(r) % (uint64_t)(t->shape[d] - 1));
+      bool dup = false;
+      for (int i = 0; i < n; i++) dup |= chosen[i] == c;
+      if (!dup) chosen[n++] = c;
+    }
+    for (int i = 0; i < n; i++)
+      for (int j = i + 1; j < n; j++)
+        if (chosen[j] < chosen[i]) {
+          int64_t x = chosen[i];
+          chosen[i] = chosen[j];
+          chosen[j] = x;
+        }
+    for (int i = 0; i < n; i++) cuts[d][i + 1] = chosen[i];
+  }
+  int64_t cell[RS_MAX_DIMS] = {0}, pc[RS_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) pc[d] = pieces[d];
+  do {
+    int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) {
+      off[d] = cuts[d][cell[d]];
+      ext[d] = cuts[d][cell[d] + 1] - off[d];
+    }
+    int copies = side == RS_SIDE_SRC ? rint_(r, 1, 2)
+                                     : (rint_(r, 0, 4) == 0 ? 0
+                                                            : rint_(r, 1, 2));
+    for (int c = 0; c < copies; c++) {
+      int rank = rint_(r, 0, h->world - 1);
+      int buffer = rint_(r, 0, NBUF - 1);
+      int64_t at = place_after(h, r, side, buffer, &rank, 1);
+      if (rint_(r, 0, 9) < 4) {
+        int64_t strides[RS_MAX_DIMS];
+        random_strides(r, ndim, ext, strides);
+        rh_shard(h, side, t->name, rank, off, ext, buffer, at, strides);
+      } else {
+        rh_shard(h, side, t->name, rank, off, ext, buffer, at, NULL);
+      }
+    }
+  } while (rt_next(ndim, pc, cell));
+}
+
+static void build_side(rh *h, rng *r, int side, int tid) {
+  int mode = rint_(r, 0, 9);
+  if (mode <= 4 || mode >= 8) add_dtensor_part(h, r, side, tid);
+  if (mode >= 5) add_grid_part(h, r, side, tid);
+}
+
+/* Per-dim size caps by tensor rank: <= 4096 elements (small cases) or
+ * <= 65536 (large cases). */
+static const int64_t size_cap[7] = {0, 300, 40, 12, 7, 5, 4};
+static const int64_t size_cap_large[7] = {0, 60000, 250, 40, 16, 9, 6};
+
+/* Totals over a part, logged so a reader can see the cases are not empty. */
+static struct {
+  int64_t cases, src_shards, dst_shards, dst_elems, moves, inter_bytes;
+} totals;
+
+static void run_case(uint64_t seed, int index, bool large) {
+  rng r = {rt_mix(seed ^ rt_mix((uint64_t)index * 0x9E3779B97F4A7C15ull) ^
+                  (large ? 0x4C41524745ull : 0))};
+  const int64_t *cap = large ? size_cap_large : size_cap;
+  char where[96];
+  snprintf(where, sizeof where, "seed=%" PRIu64 " %scase=%d", seed,
+           large ? "large " : "", index);
+  int world = rint_(&r, 1, 12);
+  rh h;
+  rh_init(&h, world, where);
+
+  int ndom = rint_(&r, 1, world < 4 ? world : 4);
+  int dom_ids[4];
+  for (int k = 0; k < ndom; k++)
+    dom_ids[k] = rint_(&r, 0, 9) == 0 ? 2147483647 - k * rint_(&r, 1, 1000)
+                                      : k * rint_(&r, 1, 9) + (index & 1);
+  for (int rank = 0; rank < world; rank++) {
+    rs_status st = rs_context_set_domain(h.ctx, rank,
+                                         dom_ids[rint_(&r, 0, ndom - 1)]);
+    cr_assert_eq(st, RS_OK, "%s: set_domain", where);
+  }
+  int64_t staging = 256LL << 20;
+  if (large || rint_(&r, 0, 3) == 0) {
+    staging = 64 << 10;
+    cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_STAGING_BYTES, staging),
+                 RS_OK, "%s", where);
+  }
+
+  if (rint_(&r, 0, 3) == 0)
+    cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_SLICE_BYTES, 4096),
+                 RS_OK, "%s", where);
+
+  static const rs_dtype dts[4] = {RS_DTYPE_U8, RS_DTYPE_BF16, RS_DTYPE_F32,
+                                  RS_DTYPE_F64};
+  int nt = rint_(&r, 1, 4);
+  for (int i = 0; i < nt; i++) {
+    int ndim = rint_(&r, 1, 6);
+    int64_t shape[RS_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) {
+      shape[d] = rint_(&r, 1, (int)cap[ndim]);
+      if (shape[d] > 2 && rint_(&r, 0, 1)) shape[d] |= 1; /* odd-ish */
+      if (shape[d] > cap[ndim]) shape[d] = cap[ndim];
+    }
+    char name[32];
+    snprintf(name, sizeof name, "m.l%d.w%d", rint_(&r, 0, 99), i);
+    rh_tensor_add(&h, name, dts[rint_(&r, 0, 3)], ndim, shape);
+  }
+  for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_SRC, i);
+  for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_DST, i);
+
+  rh_plan(&h);
+  rh_alloc_bind(&h, rint_(&r, 0, 16));
+  rh_execute(&h);
+  rh_check_destinations(&h);
+  rh_check_sources_intact(&h);
+  rh_check_stats(&h, staging);
+  totals.cases++;
+  totals.src_shards += h.nsh[RS_SIDE_SRC];
+  totals.dst_shards += h.nsh[RS_SIDE_DST];
+  for (int i = 0; i < h.nsh[RS_SIDE_DST]; i++)
+    totals.dst_elems += rt_volume(h.sh[1][i].ndim, h.sh[1][i].ext);
+  int64_t nm = 0;
+  cr_assert_eq(rs_plan_num_moves(h.plan, &nm), RS_OK, "%s", where);
+  totals.moves += nm;
+  totals.inter_bytes += rh_stat(&h, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTER);
+
+  if (index % 10 == 0) {
+    /* deterministic planning: the same inputs give the same fingerprint
+     * and the same number of moves */
+    uint64_t f1 = 0, f2 = 0;
+    int64_t n1 = 0, n2 = 0;
+    rs_plan *again = NULL;
+    cr_assert_eq(rs_plan_fingerprint(h.plan, &f1), RS_OK, "%s", where);
+    cr_assert_eq(rs_plan_num_moves(h.plan, &n1), RS_OK, "%s", where);
+    cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &again), RS_OK, "%s",
+                 where);
+    cr_assert_eq(rs_plan_fingerprint(again, &f2), RS_OK, "%s", where);
+    cr_assert_eq(rs_plan_num_moves(again, &n2), RS_OK, "%s", where);
+    cr_assert_eq(f1, f2, "%s: fingerprint differs on re-plan", where);
+    cr_assert_eq(n1, n2, "%s: move count differs on re-plan", where);
+    rh_same_moves(&h, again);
+    rs_plan_destroy(again);
+  }
+  rh_fini(&h);
+}
+
+static void run_part(int part) {
+  bool one = false;
+  uint64_t seed = env_u64("RESHARD_SEED", DEFAULT_SEED, NULL);
+  uint64_t only = env_u64("RESHARD_CASE", 0, &one);
+  int total = (int)env_u64("RESHARD_PROPERTY_CASES", DEFAULT_CASES, NULL);
+  int per = (total + PARTS - 1) / PARTS;
+  int lo = part * per, hi = lo + per < total ? lo + per : total;
+  cr_log_info("property part %d: seed=%" PRIu64 " cases [%d, %d)%s", part,
+              seed, lo, hi, one ? " (one case only)" : "");
+  for (int i = lo; i < hi; i++) {
+    if (one && (uint64_t)i != only) continue;
+    run_case(seed, i, false);
+  }
+  cr_log_info("property part %d: %lld cases, %lld src shards, %lld dst "
+              "shards, %lld dst elements checked, %lld moves, %lld bytes "
+              "across domains", part, (long long)totals.cases,
+              (long long)totals.src_shards, (long long)totals.dst_shards,
+              (long long)totals.dst_elems, (long long)totals.moves,
+              (long long)totals.inter_bytes);
+}
+
+/* Fewer, larger cases (<= 65536 elements per tensor), always 64 KiB of
+ * staging: many rounds, slices, forwarding under memory pressure. */
+static void run_large(int part) {
+  bool one = false;
+  uint64_t seed = env_u64("RESHARD_SEED", DEFAULT_SEED, NULL);
+  uint64_t only = env_u64("RESHARD_LARGE_CASE", 0, &one);
+  int total = (int)env_u64("RESHARD_PROPERTY_LARGE_CASES", 120, NULL);
+  int lo = part * total / 2, hi = (part + 1) * total / 2;
+  cr_log_info("large property part %d: seed=%" PRIu64 " cases [%d, %d)", part,
+              seed, lo, hi);
+  for (int i = lo; i < hi; i++) {
+    if (one && (uint64_t)i != only) continue;
+    run_case(seed, i, true);
+  }
+  cr_log_info("large property part %d: %lld cases, %lld dst elements "
+              "checked, %lld moves", part, (long long)totals.cases,
+              (long long)totals.dst_elems, (long long)totals.moves);
+}
+
+Test(property, random_layouts_part0, .timeout = 80) { run_part(0); }
+Test(property, random_layouts_part1, .timeout = 80) { run_part(1); }
+Test(property, random_layouts_part2, .timeout = 80) { run_part(2); }
+Test(property, random_layouts_part3, .timeout = 80) { run_part(3); }
+Test(property, large_layouts_small_staging_part0, .timeout = 80) {
+  run_large(0);
+}
+Test(property, large_layouts_small_staging_part1, .timeout = 80) {
+  run_large(1);
+}
