@@ -1,7 +1,10 @@
 /* Rounds: the plan's units (a direct move, or a first hop with its
- * forwards) are placed greedily, in plan order, into the earliest round at
- * or after every involved rank's current round where each of them still has
- * room: a rank's staging per round (bytes it packs to send, bytes it
+ * forwards) are placed greedily into the earliest round at or after every
+ * involved rank's current round where each of them still has room. Units
+ * are taken in waves, not in plan order: wave w holds the bytes each sender
+ * sends between w and w+1 round capacities, so every round mixes senders
+ * (of all pipeline stages, say) instead of draining one tensor at a time. A
+ * rank's staging per round is limited: a rank's staging per round (bytes it packs to send, bytes it
  * receives, relay slots it holds) stays within round_capacity, which is half
  * the staging setting so that an executor may keep two rounds in flight.
  * Pieces were already cut so that one unit fits an empty round. */
@@ -23,11 +26,28 @@ static int cmp_move_key(const void *x, const void *y) {
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
+/* A rank's use of the last WINDOW rounds it is in: a unit may still go
+ * into any of them that has room, not only into the newest. */
+#define WINDOW 16
+
 typedef struct rank_round {
-  int32_t round;
-  int64_t used, relay, cost;
+  int32_t cur; /* newest round the rank takes part in */
+  int64_t used[WINDOW], relay[WINDOW]; /* round r at [r % WINDOW] */
+  int64_t cost;                        /* of the unit being placed */
   bool touched;
 } rank_round;
+
+static int64_t used_at(const rank_round *q, int32_t r) {
+  if (r > q->cur) return 0;
+  if (r <= q->cur - WINDOW) return INT64_MAX / 2; /* out of the window */
+  return q->used[r % WINDOW];
+}
+
+static void advance(rank_round *q, int32_t r) {
+  for (int32_t k = q->cur + 1; k <= r && k <= q->cur + WINDOW; k++)
+    q->used[k % WINDOW] = q->relay[k % WINDOW] = 0;
+  if (r > q->cur) q->cur = r;
+}
 
 static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
                      int64_t bytes, bool relay) {
@@ -41,55 +61,101 @@ static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
   if (relay) rr[rank].cost += ALIGN(bytes, 64);
 }
 
+/* The earliest round where every touched rank has room for its cost. */
+static int32_t first_fit(const rank_round *rr, const int32_t *touched, int nt,
+                         int64_t cap) {
+  int32_t lo = 0, hi = 0;
+  for (int i = 0; i < nt; i++) {
+    const rank_round *q = &rr[touched[i]];
+    if (q->cur - WINDOW + 1 > lo) lo = q->cur - WINDOW + 1;
+    if (q->cur + 1 > hi) hi = q->cur + 1;
+  }
+  for (int32_t r = lo; r < hi; r++) {
+    bool fits = true;
+    for (int i = 0; i < nt && fits; i++) {
+      const rank_round *q = &rr[touched[i]];
+      fits = used_at(q, r) + q->cost <= cap;
+    }
+    if (fits) return r;
+  }
+  return hi; /* a round none of them is in yet */
+}
+
+typedef struct unit_key {
+  int64_t wave;
+  int32_t sender;
+  int64_t unit;
+} unit_key;
+
+static int cmp_unit_key(const void *x, const void *y) {
+  const unit_key *a = x, *b = y;
+  if (a->wave != b->wave) return a->wave < b->wave ? -1 : 1;
+  if (a->sender != b->sender) return a->sender < b->sender ? -1 : 1;
+  return (a->unit > b->unit) - (a->unit < b->unit);
+}
+
+/* The order units are scheduled in: by wave, then sender, then plan order. */
+static unit_key *wave_order(const rs_plan *plan, const int64_t *unit_end,
+                            int64_t nunits) {
+  unit_key *keys = malloc((size_t)(nunits ? nunits : 1) * sizeof *keys);
+  int64_t *sent = calloc((size_t)plan->world_size, sizeof *sent);
+  if (!keys || !sent) {
+    free(keys);
+    free(sent);
+    return NULL;
+  }
+  for (int64_t u = 0; u < nunits; u++) {
+    int64_t begin = u ? unit_end[u - 1] : 0;
+    const rsi_move *first = &plan->moves[begin];
+    int64_t bytes = 0;
+    for (int64_t i = begin; i < unit_end[u]; i++) bytes += plan->moves[i].bytes;
+    keys[u] = (unit_key){sent[first->src_rank] / plan->round_capacity,
+                         first->src_rank, u};
+    sent[first->src_rank] += bytes;
+  }
+  qsort(keys, (size_t)nunits, sizeof *keys, cmp_unit_key);
+  free(sent);
+  return keys;
+}
+
 static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
                                int64_t nunits, rsi_err *err) {
   int W = plan->world_size;
   rank_round *rr = calloc((size_t)W, sizeof *rr);
   int32_t *touched = malloc((size_t)W * sizeof *touched);
+  unit_key *order = wave_order(plan, unit_end, nunits);
   plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
   plan->stats = calloc((size_t)W, sizeof *plan->stats);
-  if (!rr || !touched || !plan->relay_bytes || !plan->stats) {
+  if (!rr || !touched || !order || !plan->relay_bytes || !plan->stats) {
     free(rr);
     free(touched);
+    free(order);
     return RSI_NOMEM(err);
   }
   int64_t cap = plan->round_capacity;
   int32_t last_round = -1;
-  int64_t begin = 0;
-  for (int64_t u = 0; u < nunits; u++) {
-    int64_t end = unit_end[u];
+  for (int64_t k = 0; k < nunits; k++) {
+    int64_t u = order[k].unit;
+    int64_t begin = u ? unit_end[u - 1] : 0, end = unit_end[u];
     int nt = 0;
-    int32_t r = 0;
     for (int64_t i = begin; i < end; i++) {
       const rsi_move *m = &plan->moves[i];
-      if (m->route == RS_ROUTE_LOCAL) {
-        if (rr[m->src_rank].round > r) r = rr[m->src_rank].round;
-        continue;
-      }
+      if (m->route == RS_ROUTE_LOCAL) continue; /* a copy needs no staging */
       /* pack on the sender; land on the receiver, in a relay slot or in
        * receive staging */
       add_cost(rr, touched, &nt, m->src_rank, m->bytes, false);
       add_cost(rr, touched, &nt, m->dst_rank, m->bytes,
                m->dst_kind == RSI_EP_RELAY);
     }
-    for (int i = 0; i < nt; i++)
-      if (rr[touched[i]].round > r) r = rr[touched[i]].round;
+    int32_t r = nt ? first_fit(rr, touched, nt, cap)
+                   : rr[plan->moves[begin].src_rank].cur;
     for (int i = 0; i < nt; i++) {
-      const rank_round *q = &rr[touched[i]];
-      if (q->round == r && q->used + q->cost > cap) {
-        r++;
-        break;
-      }
-    }
-    for (int i = 0; i < nt; i++) {
-      int k = touched[i];
-      rank_round *q = &rr[k];
-      if (q->round < r) {
-        if (q->used > plan->stats[k].staging) plan->stats[k].staging = q->used;
-        q->round = r;
-        q->used = q->relay = 0;
-      }
-      q->used += q->cost;
+      int rank = touched[i];
+      rank_round *q = &rr[rank];
+      advance(q, r);
+      q->used[r % WINDOW] += q->cost;
+      if (q->used[r % WINDOW] > plan->stats[rank].staging)
+        plan->stats[rank].staging = q->used[r % WINDOW];
       q->touched = false;
     }
     for (int64_t i = begin; i < end; i++) {
@@ -99,20 +165,18 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
         rsi_relay *s = &plan->relays[m->dst_index];
         rank_round *q = &rr[s->rank];
         s->round = r;
-        s->staging_offset = q->relay;
-        q->relay += ALIGN(m->bytes, 64);
-        if (q->relay > plan->relay_bytes[s->rank])
-          plan->relay_bytes[s->rank] = q->relay;
+        s->staging_offset = q->relay[r % WINDOW];
+        q->relay[r % WINDOW] += ALIGN(m->bytes, 64);
+        if (q->relay[r % WINDOW] > plan->relay_bytes[s->rank])
+          plan->relay_bytes[s->rank] = q->relay[r % WINDOW];
       }
     }
     if (r > last_round) last_round = r;
-    begin = end;
   }
-  for (int k = 0; k < W; k++)
-    if (rr[k].used > plan->stats[k].staging) plan->stats[k].staging = rr[k].used;
   plan->nrounds = last_round + 1;
   free(rr);
   free(touched);
+  free(order);
   return RS_OK;
 }
 

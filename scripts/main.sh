@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Set up, build, and run the main job on the embedded default: move two
-# Qwen3-32B decoder layers (about 2 GB, bf16) from a TP2xDP2 trainer layout
-# to a TP4 inference layout, every rank in this process, verify every byte,
-# and print the figures beside a plain memcpy of the same bytes.
+# Set up, build, and run the main job on the embedded default: 8 MPI
+# processes on this machine. Trainer ranks 0-3 (TP2 x DP2) hold two Qwen3-32B
+# decoder layers (1.95 GB of bf16); each describes only its own shards, and
+# libreshard moves them into inference ranks 4-7 (TP2 x DP2, vLLM's fused
+# qkv_proj and gate_up_proj). The same run times gather-and-broadcast, the
+# way RL frameworks sync weights today, verifies every destination byte after
+# each, and prints the table. Extra arguments: [layers] [repetitions].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=build/release
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DRESHARD_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
-"$build/examples/quickstart"
-"$build/bench/bench_exec_local"
+mpirun_flags=(--oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpirun_flags+=(--allow-run-as-root)
+mpirun "${mpirun_flags[@]}" -np 8 "$build/bench/bench_mpi_refit" "$@"

@@ -1,0 +1,565 @@
+/* bench_plan_dsv3: how long rs_plan_create takes, and how much memory it
+ * needs, for a DeepSeek-V3-shaped refit on 512 ranks.
+ *
+ * Model (bf16, shapes from shared/reference/layer-tensors.md): 61 layers,
+ * 0-2 dense MLP, 3-60 MoE with the 256 routed experts stacked per layer as
+ * trainers hold them ([256, 2048, 7168] gate/up, [256, 7168, 2048] down),
+ * MLA attention, norms, router gate and its f32 e_score_correction_bias,
+ * shared experts, embed_tokens / lm_head / model.norm. 1025 tensors.
+ *
+ * Source (trainer, ranks 0..255): PP8 x EP16 x DP2, Megatron rank order
+ * (EP fastest, then DP, then PP): rank = stage*32 + dp*16 + ep. Layer L on
+ * stage L*8/61, embed on stage 0, model.norm and lm_head on stage 7.
+ * Stacked experts: mesh [DP2, EP16], placements [Replicate, Shard(0)];
+ * every other tensor replicated over the 32 ranks of its stage (TP1).
+ * Local memory: one contiguous parameter buffer per dtype (Megatron style):
+ * buffer 0 bf16, buffer 1 f32.
+ *
+ * Destination (inference, ranks 256..511): TP8 x DP32, rank = 256 + dp*8 +
+ * tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel
+ * d=0 (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head),
+ * row-parallel d=1 (o_proj, down, shared down), stacked experts d=1 for
+ * gate/up and d=2 for down; norms, router and bias replicated. Local memory:
+ * one buffer per tensor (vLLM style, one torch tensor per parameter).
+ *
+ * Domains of 8 consecutive ranks. Usage: bench_plan_dsv3 [repetitions]. */
+#include "bench_common.h"
+
+#if defined(__GLIBC__) && \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#include <malloc.h>
+#define BENCH_HAVE_MALLINFO2 1
+#endif
+
+enum {
+  N_LAYERS = 61,
+  N_DENSE = 3,
+  PP = 8,
+  EP = 16,
+  EDP = 2,
+  STAGE_RANKS = EP * EDP, /* 32 */
+  N_TRAIN = PP * STAGE_RANKS, /* 256 */
+  TP = 8,
+  IDP = 32,
+  N_INFER = TP * IDP, /* 256 */
+  WORLD = N_TRAIN + N_INFER,
+  DOMAIN = 8,
+  HIDDEN = 7168,
+  N_EXPERTS = 256,
+  MOE_INTER = 2048,
+  DENSE_INTER = 18432,
+  VOCAB = 129280
+};
+
+typedef struct tspec {
+  char name[96];
+  rs_dtype dtype;
+  int ndim;
+  int64_t shape[3];
+  int stage;   /* pipeline stage on the trainer side */
+  int expert;  /* 1: stacked experts, Shard(0) over EP */
+  int dst_dim; /* TP-sharded dim on the inference side; -1: replicated */
+} tspec;
+
+typedef struct model {
+  tspec *t;
+  int n, cap;
+} model;
+
+static void add_t(model *m, rs_dtype dtype, int stage, int expert,
+                  int dst_dim, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                  const char *fmt, ...) {
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 256;
+    m->t = realloc(m->t, (size_t)m->cap * sizeof *m->t);
+    if (!m->t) {
+      fprintf(stderr, "out of memory\n");
+      exit(1);
+    }
+  }
+  tspec *t = &m->t[m->n++];
+  memset(t, 0, sizeof *t);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->name, sizeof t->name, fmt, ap);
+  va_end(ap);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  t->shape[0] = d0;
+  t->shape[1] = d1;
+  t->shape[2] = d2;
+  t->stage = stage;
+  t->expert = expert;
+  t->dst_dim = dst_dim;
+}
+
+static void build_model(model *m) {
+  const rs_dtype B = RS_DTYPE_BF16;
+  add_t(m, B, 0, 0, 0, 2, VOCAB, HIDDEN, 0, "model.embed_tokens.weight");
+  for (int L = 0; L < N_LAYERS; L++) {
+    int s = L * PP / N_LAYERS;
+#define P "model.layers.%d."
+    add_t(m, B, s, 0, -1, 1, HIDDEN, 0, 0, P "input_layernorm.weight", L);
+    add_t(m, B, s, 0, 0, 2, 1536, HIDDEN, 0, P "self_attn.q_a_proj.weight", L);
+    add_t(m, B, s, 0, -1, 1, 1536, 0, 0, P "self_attn.q_a_layernorm.weight",
+          L);
+    add_t(m, B, s, 0, 0, 2, 24576, 1536, 0, P "self_attn.q_b_proj.weight", L);
+    add_t(m, B, s, 0, 0, 2, 576, HIDDEN, 0,
+          P "self_attn.kv_a_proj_with_mqa.weight", L);
+    add_t(m, B, s, 0, -1, 1, 512, 0, 0, P "self_attn.kv_a_layernorm.weight",
+          L);
+    add_t(m, B, s, 0, 0, 2, 32768, 512, 0, P "self_attn.kv_b_proj.weight", L);
+    add_t(m, B, s, 0, 1, 2, HIDDEN, 16384, 0, P "self_attn.o_proj.weight", L);
+    add_t(m, B, s, 0, -1, 1, HIDDEN, 0, 0,
+          P "post_attention_layernorm.weight", L);
+    if (L < N_DENSE) {
+      add_t(m, B, s, 0, 0, 2, DENSE_INTER, HIDDEN, 0, P "mlp.gate_proj.weight",
+            L);
+      add_t(m, B, s, 0, 0, 2, DENSE_INTER, HIDDEN, 0, P "mlp.up_proj.weight",
+            L);
+      add_t(m, B, s, 0, 1, 2, HIDDEN, DENSE_INTER, 0, P "mlp.down_proj.weight",
+            L);
+    } else {
+      add_t(m, B, s, 0, -1, 2, N_EXPERTS, HIDDEN, 0, P "mlp.gate.weight", L);
+      add_t(m, RS_DTYPE_F32, s, 0, -1, 1, N_EXPERTS, 0, 0,
+            P "mlp.gate.e_score_correction_bias", L);
+      add_t(m, B, s, 1, 1, 3, N_EXPERTS, MOE_INTER, HIDDEN,
+            P "mlp.experts.gate_proj.weight", L);
+      add_t(m, B, s, 1, 1, 3, N_EXPERTS, MOE_INTER, HIDDEN,
+            P "mlp.experts.up_proj.weight", L);
+      add_t(m, B, s, 1, 2, 3, N_EXPERTS, HIDDEN, MOE_INTER,
+            P "mlp.experts.down_proj.weight", L);
+      add_t(m, B, s, 0, 0, 2, MOE_INTER, HIDDEN, 0,
+            P "mlp.shared_experts.gate_proj.weight", L);
+      add_t(m, B, s, 0, 0, 2, MOE_INTER, HIDDEN, 0,
+            P "mlp.shared_experts.up_proj.weight", L);
+      add_t(m, B, s, 0, 1, 2, HIDDEN, MOE_INTER, 0,
+            P "mlp.shared_experts.down_proj.weight", L);
+    }
+#undef P
+  }
+  add_t(m, B, PP - 1, 0, -1, 1, HIDDEN, 0, 0, "model.norm.weight");
+  add_t(m, B, PP - 1, 0, 0, 2, VOCAB, HIDDEN, 0, "lm_head.weight");
+}
+
+static int64_t numel(const tspec *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+/* Source and destination meshes of tensor t. */
+static void src_mesh(const tspec *t, int64_t mesh_shape[2], int ranks[],
+                     int placements[2]) {
+  mesh_shape[0] = EDP;
+  mesh_shape[1] = EP;
+  for (int i = 0; i < STAGE_RANKS; i++) ranks[i] = t->stage * STAGE_RANKS + i;
+  placements[0] = RS_REPLICATE;
+  placements[1] = t->expert ? 0 : RS_REPLICATE;
+}
+
+static void dst_mesh(const tspec *t, int64_t mesh_shape[2], int ranks[],
+                     int placements[2]) {
+  mesh_shape[0] = IDP;
+  mesh_shape[1] = TP;
+  for (int i = 0; i < N_INFER; i++) ranks[i] = N_TRAIN + i;
+  placements[0] = RS_REPLICATE;
+  placements[1] = t->dst_dim >= 0 ? t->dst_dim : RS_REPLICATE;
+}
+
+/* Bytes of the local shard at mesh coordinate 0 (all shards are even here,
+ * which the bench checks through the volume totals below). */
+static int64_t local_bytes(const tspec *t, const int64_t mesh_shape[2],
+                           const int placements[2]) {
+  int64_t coord[2] = {0, 0}, off[3], ext[3];
+  rs_status st = rs_dtensor_local_box(t->ndim, t->shape, 2, mesh_shape,
+                                      placements, coord, off, ext);
+  if (st != RS_OK) {
+    fprintf(stderr, "rs_dtensor_local_box(%s): %s: %s\n", t->name,
+            rs_status_name(st), rs_last_error());
+    exit(1);
+  }
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= ext[d];
+  return n * (int64_t)rs_dtype_size(t->dtype);
+}
+
+static void build_layouts(rs_context *ctx, const model *m, rs_layout **src,
+                          rs_layout **dst) {
+  static int sranks[STAGE_RANKS], dranks[N_INFER];
+  int64_t src_off[PP][2] = {{0}};
+  BENCH_CHECK(ctx, rs_layout_create(ctx, src));
+  BENCH_CHECK(ctx, rs_layout_create(ctx, dst));
+  for (int i = 0; i < m->n; i++) {
+    const tspec *t = &m->t[i];
+    int64_t ms[2];
+    int pl[2];
+    BENCH_CHECK(ctx, rs_layout_add_tensor(*src, t->name, t->dtype, t->ndim,
+                                          t->shape));
+    BENCH_CHECK(ctx, rs_layout_add_tensor(*dst, t->name, t->dtype, t->ndim,
+                                          t->shape));
+    src_mesh(t, ms, sranks, pl);
+    int buf = t->dtype == RS_DTYPE_F32 ? 1 : 0;
+    BENCH_CHECK(ctx, rs_layout_add_dtensor(*src, t->name, 2, ms, sranks, pl,
+                                           buf, src_off[t->stage][buf]));
+    src_off[t->stage][buf] += local_bytes(t, ms, pl);
+    dst_mesh(t, ms, dranks, pl);
+    BENCH_CHECK(ctx, rs_layout_add_dtensor(*dst, t->name, 2, ms, dranks, pl,
+                                           i, 0));
+  }
+}
+
+/* ---- naive baseline: all-pairs box intersection on the same shards ---- */
+
+typedef struct shard_list {
+  int ndim;
+  int ns, nd;      /* source, destination shards (non-empty) */
+  int64_t *s_off;  /* ns * ndim */
+  int64_t *s_ext;
+  int64_t *d_off;  /* nd * ndim */
+  int64_t *d_ext;
+} shard_list;
+
+static int boxes_of(const tspec *t, const int64_t ms[2], const int pl[2],
+                    int64_t *off, int64_t *ext) {
+  int n = 0;
+  for (int64_t a = 0; a < ms[0]; a++)
+    for (int64_t b = 0; b < ms[1]; b++) {
+      int64_t coord[2] = {a, b};
+      int64_t *o = off + (size_t)n * t->ndim, *e = ext + (size_t)n * t->ndim;
+      rs_status st = rs_dtensor_local_box(t->ndim, t->shape, 2, ms, pl, coord,
+                                          o, e);
+      if (st != RS_OK) {
+        fprintf(stderr, "rs_dtensor_local_box: %s\n", rs_last_error());
+        exit(1);
+      }
+      int empty = 0;
+      for (int d = 0; d < t->ndim; d++) empty |= e[d] == 0;
+      if (!empty) n++;
+    }
+  return n;
+}
+
+static shard_list *build_shard_lists(const model *m, int64_t *n_src,
+                                     int64_t *n_dst) {
+  static int ranks[N_INFER];
+  shard_list *sl = bench_xcalloc((size_t)m->n, sizeof *sl);
+  *n_src = *n_dst = 0;
+  for (int i = 0; i < m->n; i++) {
+    const tspec *t = &m->t[i];
+    int64_t ms[2];
+    int pl[2];
+    shard_list *l = &sl[i];
+    l->ndim = t->ndim;
+    l->s_off = bench_xmalloc(sizeof(int64_t) * STAGE_RANKS * t->ndim);
+    l->s_ext = bench_xmalloc(sizeof(int64_t) * STAGE_RANKS * t->ndim);
+    l->d_off = bench_xmalloc(sizeof(int64_t) * N_INFER * t->ndim);
+    l->d_ext = bench_xmalloc(sizeof(int64_t) * N_INFER * t->ndim);
+    src_mesh(t, ms, ranks, pl);
+    l->ns = boxes_of(t, ms, pl, l->s_off, l->s_ext);
+    dst_mesh(t, ms, ranks, pl);
+    l->nd = boxes_of(t, ms, pl, l->d_off, l->d_ext);
+    *n_src += l->ns;
+    *n_dst += l->nd;
+  }
+  return sl;
+}
+
+/* O(S x D) per tensor: every source box against every destination box.
+ * Returns the number of non-empty intersections; *vol gets the summed
+ * intersection volume (so nothing can be optimised away). */
+static int64_t naive_intersect(const shard_list *sl, int n, int64_t *vol) {
+  int64_t hits = 0, v = 0;
+  for (int i = 0; i < n; i++) {
+    const shard_list *l = &sl[i];
+    const int nd = l->ndim;
+    for (int s = 0; s < l->ns; s++) {
+      const int64_t *so = l->s_off + (size_t)s * nd;
+      const int64_t *se = l->s_ext + (size_t)s * nd;
+      for (int d = 0; d < l->nd; d++) {
+        const int64_t *dof = l->d_off + (size_t)d * nd;
+        const int64_t *de = l->d_ext + (size_t)d * nd;
+        int64_t ie[RS_MAX_DIMS];
+        int empty = 0;
+        for (int k = 0; k < nd; k++) {
+          int64_t lo = so[k] > dof[k] ? so[k] : dof[k];
+          int64_t a = so[k] + se[k], b = dof[k] + de[k];
+          int64_t hi = a < b ? a : b;
+          if (hi <= lo) {
+            empty = 1;
+            break;
+          }
+          ie[k] = hi - lo;
+        }
+        if (empty) continue;
+        hits++;
+        int64_t x = 1;
+        for (int k = 0; k < nd; k++) x *= ie[k];
+        v += x;
+      }
+    }
+  }
+  *vol = v;
+  return hits;
+}
+
+static int64_t heap_in_use(void) {
+#ifdef BENCH_HAVE_MALLINFO2
+  struct mallinfo2 mi = mallinfo2();
+  return (int64_t)(mi.uordblks + mi.hblkhd);
+#else
+  return -1;
+#endif
+}
+
+static int64_t stat_all(rs_context *ctx, rs_plan *p, rs_stat s) {
+  int64_t v = 0;
+  BENCH_CHECK(ctx, rs_plan_stat(p, RS_ALL_RANKS, s, &v));
+  return v;
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 5;
+  if (reps < 1) reps = 1;
+  const double time_cap_s = 120.0; /* stop repeating after this much */
+
+  bench_print_machine("bench_plan_dsv3: rs_plan_create, DeepSeek-V3 refit");
+  int pinned = bench_pin_to_cpu(0) == 0;
+  printf("pinning : %s\n", pinned ? "sched_setaffinity -> CPU 0 (one core)"
+                                  : "sched_setaffinity FAILED, not pinned");
+
+  long hwm_start = bench_peak_rss_kib();
+
+  model m = {0};
+  build_model(&m);
+  int64_t params = 0, model_bytes = 0, n_expert_t = 0;
+  for (int i = 0; i < m.n; i++) {
+    params += numel(&m.t[i]);
+    model_bytes += numel(&m.t[i]) * (int64_t)rs_dtype_size(m.t[i].dtype);
+    n_expert_t += m.t[i].expert;
+  }
+  printf("model   : DeepSeek-V3 shapes, %d tensors (%lld stacked-expert), "
+         "%.3fe9 params (published 671.03e9), %.1f GB\n",
+         m.n, (long long)n_expert_t, (double)params / 1e9,
+         (double)model_bytes / 1e9);
+  printf("ranks   : %d = train PP%d x EP%d x DP%d (0..%d) + infer TP%d x "
+         "DP%d (%d..%d), domains of %d\n",
+         WORLD, PP, EP, EDP, N_TRAIN - 1, TP, IDP, N_TRAIN, WORLD - 1,
+         DOMAIN);
+
+  rs_context *ctx = NULL;
+  rs_status st = rs_context_create_local(WORLD, &ctx);
+  if (st != RS_OK) {
+    fprintf(stderr, "rs_context_create_local: %s: %s\n", rs_status_name(st),
+            rs_last_error());
+    return 1;
+  }
+  BENCH_CHECK(ctx, rs_context_set_domain_size(ctx, DOMAIN));
+  int64_t staging = 0;
+  BENCH_CHECK(ctx, rs_context_get_param(ctx, RS_PARAM_STAGING_BYTES,
+                                        &staging));
+
+  long hwm_before_layouts = bench_peak_rss_kib();
+  double t0 = bench_now();
+  rs_layout *src = NULL, *dst = NULL;
+  build_layouts(ctx, &m, &src, &dst);
+  double t_layouts = bench_now() - t0;
+  long hwm_after_layouts = bench_peak_rss_kib();
+  int64_t src_shards = 0, dst_shards = 0;
+  BENCH_CHECK(ctx, rs_layout_num_shards(src, &src_shards));
+  BENCH_CHECK(ctx, rs_layout_num_shards(dst, &dst_shards));
+  printf("layouts : %lld source shards, %lld destination shards, built in "
+         "%.3f s; staging setting %.0f MiB/rank\n",
+         (long long)src_shards, (long long)dst_shards, t_layouts,
+         (double)staging / BENCH_MIB);
+  fflush(stdout);
+
+  /* First plan: timed, and measured for memory while it is alive. */
+  double *times = bench_xcalloc((size_t)reps, sizeof *times);
+  int64_t heap0 = heap_in_use();
+  rs_plan *plan = NULL;
+  t0 = bench_now();
+  BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
+  times[0] = bench_now() - t0;
+  int64_t heap_plan = heap_in_use() - heap0;
+  long hwm_after_plan = bench_peak_rss_kib();
+  long rss_with_plan = bench_rss_kib();
+
+  int64_t moves = 0;
+  BENCH_CHECK(ctx, rs_plan_num_moves(plan, &moves));
+  int64_t rounds = stat_all(ctx, plan, RS_STAT_ROUNDS);
+  int64_t sent_inter = stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTER);
+  int64_t sent_intra = stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTRA);
+  int64_t recv_inter = stat_all(ctx, plan, RS_STAT_BYTES_RECV_INTER);
+  int64_t recv_intra = stat_all(ctx, plan, RS_STAT_BYTES_RECV_INTRA);
+  int64_t local = stat_all(ctx, plan, RS_STAT_BYTES_LOCAL);
+  int64_t msgs = stat_all(ctx, plan, RS_STAT_MESSAGES_SENT);
+  int64_t stage_peak = stat_all(ctx, plan, RS_STAT_STAGING_BYTES);
+  /* Balance of the network load over the trainer ranks. */
+  int64_t max_rank_inter = 0, sum_rank_inter = 0;
+  for (int r = 0; r < N_TRAIN; r++) {
+    int64_t v = 0;
+    BENCH_CHECK(ctx, rs_plan_stat(plan, r, RS_STAT_BYTES_SENT_INTER, &v));
+    sum_rank_inter += v;
+    if (v > max_rank_inter) max_rank_inter = v;
+  }
+  double mean_rank_inter = (double)sum_rank_inter / N_TRAIN;
+  /* Rounds if every round filled the busiest rank's staging (the plan's own
+   * peak) with its sends, or with its receives. */
+  int64_t max_rank_io = 0;
+  for (int r = 0; r < WORLD; r++) {
+    int64_t a = 0, b = 0, c = 0, d = 0;
+    BENCH_CHECK(ctx, rs_plan_stat(plan, r, RS_STAT_BYTES_SENT_INTER, &a));
+    BENCH_CHECK(ctx, rs_plan_stat(plan, r, RS_STAT_BYTES_SENT_INTRA, &b));
+    BENCH_CHECK(ctx, rs_plan_stat(plan, r, RS_STAT_BYTES_RECV_INTER, &c));
+    BENCH_CHECK(ctx, rs_plan_stat(plan, r, RS_STAT_BYTES_RECV_INTRA, &d));
+    if (a + b > max_rank_io) max_rank_io = a + b;
+    if (c + d > max_rank_io) max_rank_io = c + d;
+  }
+  int64_t rounds_bound =
+      stage_peak > 0 ? (max_rank_io + stage_peak - 1) / stage_peak : 0;
+  /* Balance bound: the 32 ranks of a stage must together send every byte
+   * of the stage into each of the IDP destination domains. */
+  int64_t stage_bytes[PP] = {0}, max_stage_bytes = 0;
+  for (int i = 0; i < m.n; i++)
+    stage_bytes[m.t[i].stage] +=
+        numel(&m.t[i]) * (int64_t)rs_dtype_size(m.t[i].dtype);
+  for (int s = 0; s < PP; s++)
+    if (stage_bytes[s] > max_stage_bytes) max_stage_bytes = stage_bytes[s];
+  double rank_inter_bound = (double)max_stage_bytes * IDP / STAGE_RANKS;
+  rs_plan_destroy(plan);
+  plan = NULL;
+
+  /* Each destination domain is one TP8 group holding one whole copy of the
+   * model, so every model byte must enter each of the IDP domains once. */
+  int64_t dst_bytes = (int64_t)IDP * model_bytes;
+  int64_t inter_bound = (int64_t)IDP * model_bytes;
+
+  int done = 1;
+  double spent = times[0];
+  for (int r = 1; r < reps; r++) {
+    if (spent > time_cap_s) break;
+    t0 = bench_now();
+    BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
+    times[r] = bench_now() - t0;
+    rs_plan_destroy(plan);
+    plan = NULL;
+    spent += times[r];
+    done++;
+  }
+  double first = times[0];
+  double tmin = bench_min(times, done);
+  double tmed = bench_median(times, done);
+  long hwm_end = bench_peak_rss_kib();
+
+  /* Naive baseline on the same shard lists. */
+  int64_t ns = 0, nd = 0;
+  shard_list *sl = build_shard_lists(&m, &ns, &nd);
+  if (ns != src_shards || nd != dst_shards)
+    printf("WARNING : shard lists differ from the layouts' counts "
+           "(%lld/%lld vs %lld/%lld)\n",
+           (long long)ns, (long long)nd, (long long)src_shards,
+           (long long)dst_shards);
+  double *ntimes = bench_xcalloc((size_t)reps, sizeof *ntimes);
+  int64_t hits = 0, vol = 0;
+  for (int r = 0; r < reps; r++) {
+    t0 = bench_now();
+    hits = naive_intersect(sl, m.n, &vol);
+    ntimes[r] = bench_now() - t0;
+  }
+  double nmin = bench_min(ntimes, reps);
+  double nmed = bench_median(ntimes, reps);
+  int64_t pairs = 0;
+  for (int i = 0; i < m.n; i++) pairs += (int64_t)sl[i].ns * sl[i].nd;
+
+  printf("\nrs_plan_create x %d: first %.3f s, min %.3f s, median %.3f s\n",
+         done, first, tmin, tmed);
+  printf("plan    : %lld moves, %lld rounds, %lld messages, peak staging "
+         "%.1f MiB/rank; busiest rank moves %.1f GB, i.e. %lld rounds if "
+         "each filled its staging\n",
+         (long long)moves, (long long)rounds, (long long)msgs,
+         (double)stage_peak / BENCH_MIB, (double)max_rank_io / 1e9,
+         (long long)rounds_bound);
+  printf("bytes   : sent inter %.3f TB, sent intra %.3f TB, local %.3f TB; "
+         "received %.3f TB (destination holds %.3f TB)\n",
+         (double)sent_inter / 1e12, (double)sent_intra / 1e12,
+         (double)local / 1e12, (double)(recv_inter + recv_intra) / 1e12,
+         (double)dst_bytes / 1e12);
+  printf("          inter-domain lower bound %.3f TB (%d dst domains x model)"
+         "\n          trainer-rank inter bytes: max %.1f GB, mean %.1f GB, "
+         "bound %.1f GB (largest stage x %d domains / %d ranks)\n",
+         (double)inter_bound / 1e12, IDP, (double)max_rank_inter / 1e9,
+         mean_rank_inter / 1e9, rank_inter_bound / 1e9, IDP, STAGE_RANKS);
+  if (recv_inter + recv_intra + local < dst_bytes)
+    printf("WARNING : plan delivers fewer bytes than the destination "
+           "holds\n");
+  printf("memory  : VmHWM start %.1f MiB, before layouts %.1f MiB, after "
+         "layouts %.1f MiB, after plan %.1f MiB (VmRSS with plan %.1f MiB), "
+         "after all reps %.1f MiB\n",
+         hwm_start / 1024.0, hwm_before_layouts / 1024.0,
+         hwm_after_layouts / 1024.0, hwm_after_plan / 1024.0,
+         rss_with_plan / 1024.0, hwm_end / 1024.0);
+  if (heap_plan > 0)
+    printf("          heap held by the plan (mallinfo2 delta) %.1f MiB; peak "
+           "growth in rs_plan_create %.1f MiB\n",
+           (double)heap_plan / BENCH_MIB,
+           (hwm_after_plan - hwm_after_layouts) / 1024.0);
+  printf("naive   : all-pairs intersection, %lld src x dst box pairs, %lld "
+         "non-empty (volume sum %lld), x %d: min %.3f s, median %.3f s\n",
+         (long long)pairs, (long long)hits, (long long)vol, reps, nmin, nmed);
+
+  char a[64], b[64], c[64];
+  bench_table_header();
+  snprintf(a, sizeof a, "%.3f", tmin);
+  snprintf(c, sizeof c, "%.2f", tmin / 1.0);
+  bench_table_row("rs_plan_create min [s]", a, "1.000 (target)", c);
+  snprintf(a, sizeof a, "%.3f", tmed);
+  snprintf(c, sizeof c, "%.2f", tmed / 1.0);
+  bench_table_row("rs_plan_create median [s]", a, "1.000 (target)", c);
+  snprintf(a, sizeof a, "%.3f", tmin);
+  snprintf(b, sizeof b, "%.3f (naive)", nmin);
+  snprintf(c, sizeof c, "%.2f", tmin / nmin);
+  bench_table_row("plan min vs all-pairs min [s]", a, b, c);
+  snprintf(a, sizeof a, "%.1f", hwm_after_plan / 1024.0);
+  snprintf(c, sizeof c, "%.2f", hwm_after_plan / 1024.0 / 1024.0);
+  bench_table_row("peak RSS (VmHWM) after plan [MiB]", a, "1024 (target)", c);
+  if (heap_plan > 0) {
+    snprintf(a, sizeof a, "%.1f", (double)heap_plan / BENCH_MIB);
+    snprintf(c, sizeof c, "%.2f", (double)heap_plan / BENCH_GIB);
+    bench_table_row("plan heap (mallinfo2) [MiB]", a, "1024 (target)", c);
+  }
+  snprintf(a, sizeof a, "%lld", (long long)moves);
+  snprintf(b, sizeof b, "%lld (pairs)", (long long)hits);
+  snprintf(c, sizeof c, "%.2f", (double)moves / (double)(hits ? hits : 1));
+  bench_table_row("moves vs non-empty src x dst pairs", a, b, c);
+  snprintf(a, sizeof a, "%.3f", (double)sent_inter / 1e12);
+  snprintf(b, sizeof b, "%.3f (bound)", (double)inter_bound / 1e12);
+  snprintf(c, sizeof c, "%.3f", (double)sent_inter / (double)inter_bound);
+  bench_table_row("bytes inter-domain [TB]", a, b, c);
+  snprintf(a, sizeof a, "%.3f", (double)sent_intra / 1e12);
+  bench_table_row("bytes intra-domain [TB]", a, "-", "-");
+  snprintf(a, sizeof a, "%.1f", (double)max_rank_inter / 1e9);
+  snprintf(b, sizeof b, "%.1f (bound)", rank_inter_bound / 1e9);
+  snprintf(c, sizeof c, "%.3f", (double)max_rank_inter / rank_inter_bound);
+  bench_table_row("max trainer-rank inter [GB]", a, b, c);
+  snprintf(a, sizeof a, "%lld", (long long)rounds);
+  snprintf(b, sizeof b, "%lld (staging)", (long long)rounds_bound);
+  snprintf(c, sizeof c, "%.2f",
+           (double)rounds / (double)(rounds_bound ? rounds_bound : 1));
+  bench_table_row("rounds vs full-staging rounds", a, b, c);
+
+  for (int i = 0; i < m.n; i++) {
+    free(sl[i].s_off);
+    free(sl[i].s_ext);
+    free(sl[i].d_off);
+    free(sl[i].d_ext);
+  }
+  free(sl);
+  free(ntimes);
+  free(times);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
+  free(m.t);
+  return 0;
+}
