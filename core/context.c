@@ -57,6 +57,10 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
       *lo = 1;
       *hi = 86400000;
       return RS_OK;
+    case RS_PARAM_INTEGRITY:
+      *lo = 0;
+      *hi = 1;
+      return RS_OK;
   }
   return RS_ERR_BAD_PARAM;
 }

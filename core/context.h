@@ -21,6 +21,7 @@ struct rs_context {
   int64_t staging_bytes;
   int64_t slice_bytes;
   int64_t timeout_ms;
+  int64_t integrity;
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
   rsi_err err;

@@ -500,7 +500,8 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
 static rs_status agree(rs_plan *plan, rsi_err *err) {
   static const char *section[4] = {"tensor declarations", "source layout",
                                    "destination layout",
-                                   "world, domains or staging setting"};
+                                   "world, domains, staging or integrity "
+                                   "setting"};
   rs_context *ctx = plan->ctx;
   rsi_transport *tp = ctx->transport;
   void *all = NULL;
@@ -560,6 +561,8 @@ rs_status rsi_plan_execute(rs_plan *plan) {
   if (!ex.relay_base || (!one_rank && (!relay || !stage_buf))) {
     st = RSI_NOMEM(err);
   } else if (one_rank) {
+    if (ctx->transport->ops->set_integrity)
+      ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
     st = run_one_rank(&ex, ctx->transport, err);
     if (st != RS_OK && st != RS_ERR_NO_MEMORY) ctx->failed = true;
   } else {

@@ -744,8 +744,9 @@ static void fingerprint(rs_plan *plan) {
   }
   h = fnv(basis, &plan->world_size, sizeof plan->world_size);
   h = fnv(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
+  h = fnv(h, &plan->staging_bytes, sizeof plan->staging_bytes);
   plan->section_hash[HASH_TOPOLOGY] =
-      fnv(h, &plan->staging_bytes, sizeof plan->staging_bytes);
+      fnv(h, &plan->integrity, sizeof plan->integrity);
   plan->fingerprint = fnv(basis, plan->section_hash, sizeof plan->section_hash);
 }
 
@@ -791,6 +792,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   rs_context *ctx = src->ctx;
   plan->world_size = ctx->world_size;
   plan->staging_bytes = ctx->staging_bytes;
+  plan->integrity = ctx->integrity != 0;
   plan->round_capacity = ctx->staging_bytes / 2; /* two rounds in flight */
   plan->domain_of = malloc((size_t)ctx->world_size * sizeof *plan->domain_of);
   if (!plan->domain_of) return RSI_NOMEM(err);

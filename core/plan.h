@@ -75,6 +75,7 @@ struct rs_plan {
   int64_t *relay_bytes; /* per rank: relay staging one round needs */
   rsi_rank_stats *stats;
   int64_t staging_bytes, round_capacity;
+  bool integrity; /* checksum every message (RS_PARAM_INTEGRITY) */
   uint64_t fingerprint;
   /* Hashes of what the plan was made from: tensors, source shards,
    * destination shards, topology and settings. */

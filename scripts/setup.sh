@@ -2,7 +2,8 @@
 # Install what building and testing libreshard needs (Debian 12). Safe to
 # run again; does nothing but apt when everything is there.
 set -euo pipefail
-packages=(cmake gcc g++ make pkg-config libcriterion-dev libopenmpi-dev openmpi-bin)
+packages=(cmake gcc g++ make pkg-config libcriterion-dev libopenmpi-dev openmpi-bin
+  libjson-c-dev libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -87,6 +87,7 @@ static int64_t *param_slot(rs_context *ctx, rs_param param) {
     case RS_PARAM_STAGING_BYTES: return &ctx->staging_bytes;
     case RS_PARAM_SLICE_BYTES: return &ctx->slice_bytes;
     case RS_PARAM_TIMEOUT_MS: return &ctx->timeout_ms;
+    case RS_PARAM_INTEGRITY: return &ctx->integrity;
   }
   return NULL;
 }

@@ -14,6 +14,7 @@
 #ifndef RS_CORE_TRANSPORT_H
 #define RS_CORE_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,8 @@ typedef struct rsi_transport_ops {
                     rsi_err *err);
   rs_status (*wait)(rsi_transport *t, int group, int64_t timeout_ms,
                     rsi_err *err);
+  /* Checksum every message from now on (NULL: this transport cannot). */
+  void (*set_integrity)(rsi_transport *t, bool on);
   /* Drop what is posted (after a failure): receives are cancelled. */
   void (*abandon)(rsi_transport *t);
   /* Collective over all ranks (NULL for in-process): every rank gives

@@ -245,7 +245,12 @@ typedef enum rs_param {
   RS_PARAM_SLICE_BYTES = 101,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
    *  Default 60000; bounds [1, 86400000]. */
-  RS_PARAM_TIMEOUT_MS = 200
+  RS_PARAM_TIMEOUT_MS = 200,
+  /** 1: every message between processes carries an XXH3-64 checksum that
+   *  the receiver verifies; a mismatch gives RS_ERR_CORRUPT. 0: off.
+   *  Default 0; bounds [0, 1]. Read by rs_plan_create (all ranks must
+   *  agree). @since 0.1 */
+  RS_PARAM_INTEGRITY = 201
 } rs_param;
 
 /**

@@ -1,11 +1,23 @@
 /* The MPI transport module: one rank per process, non-blocking
  * point-to-point messages on a duplicate of the caller's communicator,
  * waits that give up after a timeout and name the peer that did not answer.
- * Built into libreshard-mpi.so; libreshard loads it (transport/module.c). */
+ * With integrity on, each message is followed by its XXH3-64 checksum (same
+ * tag, so it arrives after the data) and checked on arrival.
+ * Built into libreshard-mpi.so; libreshard loads it (transport/module.c).
+ *
+ * Fault injection, for the reliability tests only (read at creation):
+ *   RESHARD_FAULT_CORRUPT_SEND=n   the n-th message this process sends
+ *                                  carries one flipped bit (after its
+ *                                  checksum was taken)
+ *   RESHARD_FAULT_EXIT_AFTER_SENDS=n  the process exits right after posting
+ *                                  its n-th send, as if it had died */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "../transport.h"
 
@@ -15,6 +27,11 @@
 typedef struct op_info {
   int peer, is_recv;
   size_t bytes;
+  /* a checksum: its 8-byte cell, and (receives) the message it covers */
+  uint64_t *sum;
+  const void *covers;
+  /* a copy sent instead of the caller's bytes (fault injection) */
+  void *owned;
 } op_info;
 
 typedef struct op_group {
@@ -28,6 +45,8 @@ typedef struct mpi_transport {
   MPI_Comm comm;
   int rank, world;
   op_group groups[2];
+  bool integrity;
+  long sends, corrupt_send, exit_after_sends;
 } mpi_transport;
 
 static rs_status mpi_fail(rsi_err *err, int code, const char *what) {
@@ -66,25 +85,62 @@ static rs_status push_op(op_group *g, op_info info, MPI_Request **slot,
   return RS_OK;
 }
 
+static rs_status post(mpi_transport *mt, int group, op_info info,
+                      const void *data, size_t bytes, int peer, uint64_t tag,
+                      rsi_err *err) {
+  MPI_Request *req = NULL;
+  RSI_TRY(push_op(&mt->groups[group], info, &req, err));
+  int rc = info.is_recv ? MPI_Irecv((void *)data, (int)bytes, MPI_BYTE, peer,
+                                    (int)(tag % MAX_TAG), mt->comm, req)
+                        : MPI_Isend(data, (int)bytes, MPI_BYTE, peer,
+                                    (int)(tag % MAX_TAG), mt->comm, req);
+  if (rc != MPI_SUCCESS) {
+    mt->groups[group].n--;
+    free(info.sum);
+    free(info.owned);
+    return mpi_fail(err, rc, info.is_recv ? "MPI_Irecv" : "MPI_Isend");
+  }
+  return RS_OK;
+}
+
+/* Post a message as chunks MPI counts can hold, then its checksum (of
+ * `truth` when sending: the bytes the message should carry). */
+static rs_status post_message(mpi_transport *mt, int group, bool is_recv,
+                              int peer, uint64_t tag, const void *data,
+                              size_t bytes, void *owned, const void *truth,
+                              rsi_err *err) {
+  size_t at = 0;
+  do {
+    size_t n = bytes - at < CHUNK_BYTES ? bytes - at : CHUNK_BYTES;
+    op_info info = {peer, is_recv, n, NULL, NULL, at == 0 ? owned : NULL};
+    RSI_TRY(post(mt, group, info, (const char *)data + at, n, peer, tag, err));
+    at += n;
+  } while (at < bytes);
+  if (!mt->integrity) return RS_OK;
+  uint64_t *cell = malloc(sizeof *cell);
+  if (!cell) return RSI_NOMEM(err);
+  if (!is_recv) *cell = XXH3_64bits(truth, bytes);
+  op_info info = {peer, is_recv, bytes, cell, is_recv ? data : NULL, NULL};
+  return post(mt, group, info, cell, sizeof *cell, peer, tag, err);
+}
+
 static rs_status mpi_send(rsi_transport *t, int group, int from, int to,
                           uint64_t tag, const void *data, size_t bytes,
                           rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
   (void)from;
-  for (size_t at = 0; at < bytes || (bytes == 0 && at == 0);) {
-    size_t n = bytes - at < CHUNK_BYTES ? bytes - at : CHUNK_BYTES;
-    MPI_Request *req = NULL;
-    RSI_TRY(push_op(&mt->groups[group], (op_info){to, 0, n}, &req, err));
-    int rc = MPI_Isend((const char *)data + at, (int)n, MPI_BYTE, to,
-                       (int)(tag % MAX_TAG), mt->comm, req);
-    if (rc != MPI_SUCCESS) {
-      mt->groups[group].n--;
-      return mpi_fail(err, rc, "MPI_Isend");
-    }
-    at += n;
-    if (bytes == 0) break;
+  mt->sends++;
+  void *copy = NULL;
+  if (mt->sends == mt->corrupt_send && bytes > 0) {
+    copy = malloc(bytes);
+    if (!copy) return RSI_NOMEM(err);
+    memcpy(copy, data, bytes);
+    ((unsigned char *)copy)[bytes / 2] ^= 0x10;
   }
-  return RS_OK;
+  rs_status st = post_message(mt, group, false, to, tag, copy ? copy : data,
+                              bytes, copy, data, err);
+  if (mt->sends == mt->exit_after_sends) _exit(0);
+  return st;
 }
 
 static rs_status mpi_recv(rsi_transport *t, int group, int to, int from,
@@ -92,21 +148,22 @@ static rs_status mpi_recv(rsi_transport *t, int group, int to, int from,
                           const void **data, rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
   (void)to;
-  for (size_t at = 0; at < bytes || (bytes == 0 && at == 0);) {
-    size_t n = bytes - at < CHUNK_BYTES ? bytes - at : CHUNK_BYTES;
-    MPI_Request *req = NULL;
-    RSI_TRY(push_op(&mt->groups[group], (op_info){from, 1, n}, &req, err));
-    int rc = MPI_Irecv((char *)buf + at, (int)n, MPI_BYTE, from,
-                       (int)(tag % MAX_TAG), mt->comm, req);
-    if (rc != MPI_SUCCESS) {
-      mt->groups[group].n--;
-      return mpi_fail(err, rc, "MPI_Irecv");
-    }
-    at += n;
-    if (bytes == 0) break;
-  }
   *data = buf;
-  return RS_OK;
+  return post_message(mt, group, true, from, tag, buf, bytes, NULL, NULL,
+                      err);
+}
+
+static void mpi_set_integrity(rsi_transport *t, bool on) {
+  ((mpi_transport *)t)->integrity = on;
+}
+
+/* Free what the group's operations own. */
+static void release(op_group *g) {
+  for (int i = 0; i < g->n; i++) {
+    free(g->info[i].sum);
+    free(g->info[i].owned);
+  }
+  g->n = 0;
 }
 
 static void drop_group(op_group *g) {
@@ -119,7 +176,11 @@ static void drop_group(op_group *g) {
       MPI_Request_free(&g->reqs[i]); /* completes in the background */
     }
   }
-  g->n = 0;
+  /* A send abandoned in flight may still read its bytes: leak those rather
+   * than free them under MPI. */
+  for (int i = 0; i < g->n; i++)
+    if (!g->info[i].is_recv) g->info[i].sum = g->info[i].owned = NULL;
+  release(g);
 }
 
 static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
@@ -135,8 +196,19 @@ static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
       return mpi_fail(err, rc, "MPI_Testall");
     }
     if (done) {
-      g->n = 0;
-      return RS_OK;
+      rs_status st = RS_OK;
+      for (int i = 0; i < g->n && st == RS_OK; i++) {
+        const op_info *in = &g->info[i];
+        if (in->is_recv && in->sum &&
+            XXH3_64bits(in->covers, in->bytes) != *in->sum)
+          st = RSI_FAIL(err, RS_ERR_CORRUPT,
+                        "rank %d: a message of %zu bytes from rank %d failed "
+                        "its checksum; the destination may hold its wrong "
+                        "bytes",
+                        mt->rank, in->bytes, in->peer);
+      }
+      release(g);
+      return st;
     }
     if (now_ms() >= deadline) break;
     pause_briefly();
@@ -245,6 +317,7 @@ static const rsi_transport_ops mpi_ops = {
     .send = mpi_send,
     .recv = mpi_recv,
     .wait = mpi_wait,
+    .set_integrity = mpi_set_integrity,
     .abandon = mpi_abandon,
     .allgatherv = mpi_allgatherv,
     .destroy = mpi_destroy,
@@ -287,6 +360,10 @@ static rs_status mpi_create(int64_t handle, rsi_transport **out, int *rank,
     return mpi_fail(err, rc, "MPI_Comm_dup");
   }
   MPI_Comm_set_errhandler(mt->comm, MPI_ERRORS_RETURN);
+  const char *v = getenv("RESHARD_FAULT_CORRUPT_SEND");
+  mt->corrupt_send = v ? strtol(v, NULL, 10) : 0;
+  v = getenv("RESHARD_FAULT_EXIT_AFTER_SENDS");
+  mt->exit_after_sends = v ? strtol(v, NULL, 10) : 0;
   MPI_Comm_rank(mt->comm, &mt->rank);
   MPI_Comm_size(mt->comm, &mt->world);
   int *hosts = malloc((size_t)mt->world * sizeof *hosts);
