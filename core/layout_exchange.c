@@ -8,16 +8,6 @@
 #include "transport/transport.h"
 #include "wire.h"
 
-static void swap_contents(rs_layout *a, rs_layout *b) {
-  rs_layout t = *a;
-  *a = *b;
-  *b = t;
-  /* the context stays with its handle */
-  rs_context *c = a->ctx;
-  a->ctx = b->ctx;
-  b->ctx = c;
-}
-
 rs_status rsi_layout_allgather(rs_layout *l) {
   rs_context *ctx = l->ctx;
   rsi_err *err = &ctx->err;
@@ -42,15 +32,8 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   if (st == RS_OK)
     st = tp->ops->allgatherv(tp, mine, len, &all, counts, ctx->timeout_ms, err);
   free(mine);
-  rs_layout *merged = NULL;
-  if (st == RS_OK) st = rsi_layout_create(ctx, &merged);
-  size_t at = 0;
-  for (int r = 0; st == RS_OK && r < ctx->world_size; r++) {
-    st = rsi_wire_decode(merged, r, (const char *)all + at, counts[r], err);
-    at += counts[r];
-  }
-  if (st == RS_OK) swap_contents(l, merged);
-  rsi_layout_destroy(merged);
+  if (st == RS_OK)
+    st = rsi_wire_merge(l, all, counts, ctx->world_size, false, err);
   free(all);
   free(counts);
   return st;

@@ -142,7 +142,8 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
                     from, version, RSI_WIRE_VERSION);
   if (total != len)
     return CORRUPT("length field disagrees with the bytes received");
-  if (sender != (uint32_t)from) return CORRUPT("sent under another rank");
+  if (from != RSI_WIRE_ANY_SENDER && sender != (uint32_t)from)
+    return CORRUPT("sent under another rank");
   {
     reader t = {bytes, len, len - 8};
     get_u64(&t, &sum);
@@ -223,5 +224,47 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
   }
   if (st == RS_OK && r.at != r.n) st = CORRUPT("trailing bytes");
   free(map);
+  return st;
+}
+
+/* A copy of layout's tensors and shards, to decode into. */
+static rs_status clone(const rs_layout *l, rs_layout **out, rsi_err *err) {
+  void *bytes;
+  size_t len;
+  RSI_TRY(rsi_layout_create(l->ctx, out));
+  if (l->ntensors == 0 && l->nshards == 0) return RS_OK;
+  rs_status st = rsi_wire_encode(l, 0, &bytes, &len, err);
+  if (st == RS_OK) {
+    st = rsi_wire_decode(*out, RSI_WIRE_ANY_SENDER, bytes, len, err);
+    free(bytes);
+  }
+  if (st != RS_OK) {
+    rsi_layout_destroy(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+static void swap_contents(rs_layout *a, rs_layout *b) {
+  rs_layout t = *a;
+  *a = *b;
+  *b = t;
+  rs_context *c = a->ctx; /* the context stays with its handle */
+  a->ctx = b->ctx;
+  b->ctx = c;
+}
+
+rs_status rsi_wire_merge(rs_layout *l, const void *bytes, const size_t *counts,
+                         int n, bool from_any, rsi_err *err) {
+  rs_layout *merged = NULL;
+  rs_status st = from_any ? clone(l, &merged, err) : rsi_layout_create(l->ctx, &merged);
+  size_t at = 0;
+  for (int r = 0; st == RS_OK && r < n; r++) {
+    st = rsi_wire_decode(merged, from_any ? RSI_WIRE_ANY_SENDER : r,
+                         (const char *)bytes + at, counts[r], err);
+    at += counts[r];
+  }
+  if (st == RS_OK) swap_contents(l, merged);
+  rsi_layout_destroy(merged);
   return st;
 }

@@ -20,16 +20,25 @@
 #include "layout.h"
 
 #define RSI_WIRE_VERSION 1u
+#define RSI_WIRE_ANY_SENDER (-2)
 
 /* Encode every tensor and shard of layout; *out is malloc'd. */
 rs_status rsi_wire_encode(const rs_layout *layout, int rank, void **out,
                           size_t *len, rsi_err *err);
 
-/* Decode bytes sent by rank `from` into layout: tensors new to it are
- * declared, known ones must agree (RS_ERR_MISMATCH), shards are added.
- * Malformed bytes give RS_ERR_CORRUPT. On failure the layout may hold part
- * of the bytes: callers decode into a scratch layout. */
+/* Decode bytes sent by rank `from` (RSI_WIRE_ANY_SENDER: whoever) into
+ * layout: tensors new to it are declared, known ones must agree
+ * (RS_ERR_MISMATCH), shards are added. Malformed bytes give RS_ERR_CORRUPT.
+ * On failure the layout may hold part of the bytes: callers decode into a
+ * copy (rsi_wire_merge does). */
 rs_status rsi_wire_decode(rs_layout *layout, int from, const void *bytes,
                           size_t len, rsi_err *err);
+
+/* Decode several encodings (counts[i] bytes each, back to back, the i-th
+ * sent by rank i, or by anyone when counts has one entry and from_any)
+ * into layout, all or nothing. */
+rs_status rsi_wire_merge(rs_layout *layout, const void *bytes,
+                         const size_t *counts, int n, bool from_any,
+                         rsi_err *err);
 
 #endif

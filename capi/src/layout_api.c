@@ -1,5 +1,6 @@
 #include "api.h"
 #include "layout.h"
+#include "wire.h"
 
 rs_status rs_layout_create(rs_context *ctx, rs_layout **out) {
   API_REQUIRE(out, ctx ? &ctx->err : rsi_thread_err(), "rs_layout_create");
@@ -76,4 +77,24 @@ rs_status rs_layout_num_shards(const rs_layout *layout, int64_t *out) {
   API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_shards");
   *out = layout->nshards;
   return RS_OK;
+}
+
+rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
+                              size_t *length) {
+  if (bytes) *bytes = NULL;
+  if (length) *length = 0;
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_serialize");
+  rsi_err *err = &layout->ctx->err;
+  API_REQUIRE(bytes, err, "rs_layout_serialize");
+  API_REQUIRE(length, err, "rs_layout_serialize");
+  int rank = layout->ctx->rank == RS_ALL_RANKS ? 0 : layout->ctx->rank;
+  return rsi_wire_encode(layout, rank, bytes, length, err);
+}
+
+rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
+                                size_t length) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_deserialize");
+  rsi_err *err = &layout->ctx->err;
+  API_REQUIRE(bytes, err, "rs_layout_deserialize");
+  return rsi_wire_merge(layout, bytes, &length, 1, true, err);
 }

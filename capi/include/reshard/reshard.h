@@ -355,6 +355,29 @@ RS_API rs_status rs_layout_num_tensors(const rs_layout *layout, int *out);
 /** Number of shards added. Errors: RS_ERR_NULL_POINTER. @since 0.1 */
 RS_API rs_status rs_layout_num_shards(const rs_layout *layout, int64_t *out);
 
+/**
+ * Encode every tensor and shard of @p layout in libreshard's layout wire
+ * format (versioned, little-endian, with a checksum), to exchange layouts
+ * over a channel of your own (torch.distributed, a file). *bytes is owned
+ * by the caller and freed with rs_free(); *length gets its size.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_NO_MEMORY. @since 0.1
+ */
+RS_API rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
+                                     size_t *length);
+
+/**
+ * Decode @p length bytes made by rs_layout_serialize and add what they hold
+ * to @p layout: tensors it does not have are declared, tensors it has must
+ * agree in dtype and shape, and every shard is validated as by
+ * rs_layout_add_shard. On any failure the layout is unchanged.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_CORRUPT (malformed, truncated or
+ * checksum-failing bytes, or another wire version), RS_ERR_MISMATCH (a
+ * tensor declared differently), and every status of rs_layout_add_shard.
+ * @since 0.1
+ */
+RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
+                                       size_t length);
+
 /* ------------------------------------------------------------------------ */
 /* Plan                                                                     */
 /* ------------------------------------------------------------------------ */
