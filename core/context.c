@@ -64,3 +64,10 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
   }
   return RS_ERR_BAD_PARAM;
 }
+
+rs_status rsi_context_usable(rs_context *ctx) {
+  if (!ctx->failed) return RS_OK;
+  return RSI_FAIL(&ctx->err, RS_ERR_TRANSPORT,
+                  "an earlier transfer on this context failed part-way; "
+                  "destroy the context and create a new one");
+}

@@ -35,6 +35,10 @@ void rsi_context_unref(rs_context *ctx);
 
 rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
 
+/* RS_ERR_TRANSPORT, with the reason, once a transfer or exchange failed
+ * part-way on this context (fail-stop). */
+rs_status rsi_context_usable(rs_context *ctx);
+
 /* True when this process drives rank r. */
 static inline int rsi_context_drives(const rs_context *ctx, int r) {
   return ctx->rank == RS_ALL_RANKS || ctx->rank == r;

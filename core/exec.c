@@ -495,8 +495,9 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
   return st;
 }
 
-/* Before the first run, every rank must hold the same plan inputs: compare
- * the section hashes; all ranks see all of them and reach one verdict. */
+/* Before the first run, every rank must hold the same plan inputs: each
+ * sends its section hashes to every other (point to point, so a rank that
+ * never calls is named by the timeout); all see all and reach one verdict. */
 static rs_status agree(rs_plan *plan, rsi_err *err) {
   static const char *section[4] = {"tensor declarations", "source layout",
                                    "destination layout",
@@ -504,33 +505,33 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
                                    "setting"};
   rs_context *ctx = plan->ctx;
   rsi_transport *tp = ctx->transport;
-  void *all = NULL;
-  size_t *counts = malloc((size_t)ctx->world_size * sizeof *counts);
-  if (!counts) return RSI_NOMEM(err);
-  rs_status st = tp->ops->allgatherv(tp, plan->section_hash,
-                                     sizeof plan->section_hash, &all, counts,
-                                     ctx->timeout_ms, err);
-  for (int r = 0; st == RS_OK && r < ctx->world_size; r++) {
-    const uint64_t *theirs = (const uint64_t *)all + 4 * r;
-    const uint64_t *first = (const uint64_t *)all;
-    if (counts[r] != sizeof plan->section_hash) {
-      st = RSI_FAIL(err, RS_ERR_MISMATCH,
-                    "rank %d sent a fingerprint of %zu bytes, not %zu", r,
-                    counts[r], sizeof plan->section_hash);
-      break;
-    }
+  int me = ctx->rank, world = ctx->world_size;
+  uint64_t(*all)[4] = malloc((size_t)world * sizeof *all);
+  if (!all) return RSI_NOMEM(err);
+  memcpy(all[me], plan->section_hash, sizeof all[me]);
+  rs_status st = RS_OK;
+  for (int r = 0; r < world && st == RS_OK; r++) {
+    if (r == me) continue;
+    const void *data;
+    st = tp->ops->recv(tp, 0, me, r, RSI_TAG_CONTROL, all[r], sizeof all[r],
+                       &data, err);
+    if (st == RS_OK)
+      st = tp->ops->send(tp, 0, me, r, RSI_TAG_CONTROL, plan->section_hash,
+                         sizeof plan->section_hash, err);
+  }
+  if (st == RS_OK) st = tp->ops->wait(tp, 0, ctx->timeout_ms, err);
+  else tp->ops->abandon(tp);
+  for (int r = 1; r < world && st == RS_OK; r++)
     for (int s = 0; s < 4; s++)
-      if (theirs[s] != first[s]) {
+      if (all[r][s] != all[0][s]) {
         st = RSI_FAIL(err, RS_ERR_MISMATCH,
                       "rank %d and rank 0 disagree on the %s (hash %016llx "
                       "vs %016llx): every rank must build the same layouts",
-                      r, section[s], (unsigned long long)theirs[s],
-                      (unsigned long long)first[s]);
+                      r, section[s], (unsigned long long)all[r][s],
+                      (unsigned long long)all[0][s]);
         break;
       }
-  }
   free(all);
-  free(counts);
   if (st == RS_OK) plan->agreed = true;
   return st;
 }
@@ -538,15 +539,13 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
 rs_status rsi_plan_execute(rs_plan *plan) {
   rs_context *ctx = plan->ctx;
   rsi_err *err = &ctx->err;
-  if (ctx->failed)
-    return RSI_FAIL(err, RS_ERR_TRANSPORT,
-                    "an earlier execution on this context failed part-way; "
-                    "destroy it and create a new one");
+  RSI_TRY(rsi_context_usable(ctx));
   RSI_TRY(check_bindings(plan, err));
   bool one_rank = ctx->rank != RS_ALL_RANKS;
   if (one_rank && !plan->agreed) {
     rs_status st = agree(plan, err);
-    if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) ctx->failed = true;
+    if (st != RS_OK && st != RS_ERR_MISMATCH && st != RS_ERR_NO_MEMORY)
+      ctx->failed = true;
     if (st != RS_OK) return st;
   }
 

@@ -16,6 +16,7 @@ rs_status rsi_layout_allgather(rs_layout *l) {
     return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
                     "rs_layout_allgather needs a context with one rank per "
                     "process (MPI); this one drives every rank itself");
+  RSI_TRY(rsi_context_usable(ctx));
   for (int64_t i = 0; i < l->nshards; i++)
     if (l->shards[i].rank != ctx->rank)
       return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
@@ -31,6 +32,7 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   rs_status st = counts ? RS_OK : RSI_NOMEM(err);
   if (st == RS_OK)
     st = tp->ops->allgatherv(tp, mine, len, &all, counts, ctx->timeout_ms, err);
+  if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) ctx->failed = true;
   free(mine);
   if (st == RS_OK)
     st = rsi_wire_merge(l, all, counts, ctx->world_size, false, err);

@@ -155,15 +155,21 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
   int *map = malloc(((size_t)ntensors + 1) * sizeof *map);
   if (!map) return RSI_NOMEM(err);
   rs_status st = RS_OK;
-  char name[4096];
+  char *name = NULL;
   for (uint32_t t = 0; t < ntensors && st == RS_OK; t++) {
     uint32_t nlen, dtype, ndim;
     int64_t shape[RSI_MAX_DIMS];
-    if (!get_u32(&r, &nlen) || nlen == 0 || nlen >= sizeof name ||
-        !get_bytes(&r, name, nlen)) {
-      st = CORRUPT("bad tensor name");
+    if (!get_u32(&r, &nlen) || nlen == 0 || nlen > r.n - r.at) {
+      st = CORRUPT("bad tensor name length");
       break;
     }
+    char *grown = realloc(name, (size_t)nlen + 1);
+    if (!grown) {
+      st = RSI_NOMEM(err);
+      break;
+    }
+    name = grown;
+    get_bytes(&r, name, nlen);
     name[nlen] = '\0';
     if (memchr(name, '\0', nlen)) {
       st = CORRUPT("tensor name holds a NUL byte");
@@ -223,6 +229,7 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
                               geom + 2 * x->ndim);
   }
   if (st == RS_OK && r.at != r.n) st = CORRUPT("trailing bytes");
+  free(name);
   free(map);
   return st;
 }

@@ -22,6 +22,10 @@
 
 typedef struct rsi_transport rsi_transport;
 
+/* Tags at or above this are the executor's own control messages (the
+ * agreement before the first run); below it, (round, stage) steps. */
+#define RSI_TAG_CONTROL ((uint64_t)1 << 62)
+
 typedef struct rsi_transport_ops {
   const char *name;
   rs_status (*send)(rsi_transport *t, int group, int from, int to,

@@ -22,7 +22,12 @@
 #include "../transport.h"
 
 #define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are int */
-#define MAX_TAG 30000
+#define MAX_TAG 30000 /* step tags wrap below it; control tags sit above */
+
+static int mpi_tag(uint64_t tag) {
+  return tag >= RSI_TAG_CONTROL ? MAX_TAG + (int)(tag - RSI_TAG_CONTROL)
+                                : (int)(tag % MAX_TAG);
+}
 
 typedef struct op_info {
   int peer, is_recv;
@@ -46,6 +51,7 @@ typedef struct mpi_transport {
   int rank, world;
   op_group groups[2];
   bool integrity;
+  bool broken; /* a collective was abandoned: the communicator is unusable */
   long sends, corrupt_send, exit_after_sends;
 } mpi_transport;
 
@@ -91,9 +97,9 @@ static rs_status post(mpi_transport *mt, int group, op_info info,
   MPI_Request *req = NULL;
   RSI_TRY(push_op(&mt->groups[group], info, &req, err));
   int rc = info.is_recv ? MPI_Irecv((void *)data, (int)bytes, MPI_BYTE, peer,
-                                    (int)(tag % MAX_TAG), mt->comm, req)
+                                    mpi_tag(tag), mt->comm, req)
                         : MPI_Isend(data, (int)bytes, MPI_BYTE, peer,
-                                    (int)(tag % MAX_TAG), mt->comm, req);
+                                    mpi_tag(tag), mt->comm, req);
   if (rc != MPI_SUCCESS) {
     mt->groups[group].n--;
     free(info.sum);
@@ -213,8 +219,15 @@ static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
     if (now_ms() >= deadline) break;
     pause_briefly();
   }
+  /* Name the peer of the first operation still pending (Testall leaves
+   * every request as it was when not all are done). */
   int late = 0;
-  while (late < g->n && g->reqs[late] == MPI_REQUEST_NULL) late++;
+  for (; late < g->n; late++) {
+    int done = 1;
+    if (g->reqs[late] != MPI_REQUEST_NULL)
+      MPI_Request_get_status(g->reqs[late], &done, MPI_STATUS_IGNORE);
+    if (!done) break;
+  }
   op_info info = g->info[late < g->n ? late : 0];
   drop_group(g);
   return RSI_FAIL(err, RS_ERR_TIMEOUT,
@@ -248,21 +261,31 @@ static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
   }
 }
 
+/* A collective that timed out stays posted: MPI may still write into its
+ * buffers, so they are left allocated (leaked, deliberately) and the
+ * transport refuses further collectives. */
 static rs_status mpi_allgatherv(rsi_transport *t, const void *mine,
                                 size_t bytes, void **all, size_t *counts,
                                 int64_t timeout_ms, rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
-  uint64_t mine64 = bytes;
-  uint64_t *c64 = malloc((size_t)mt->world * sizeof *c64);
+  if (mt->broken)
+    return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                    "rank %d: an earlier collective timed out; this context "
+                    "cannot exchange any more",
+                    mt->rank);
+  uint64_t *c64 = malloc(((size_t)mt->world + 1) * sizeof *c64);
   int *icounts = malloc((size_t)mt->world * sizeof *icounts);
   int *displs = malloc((size_t)mt->world * sizeof *displs);
+  void *mine_copy = malloc(bytes ? bytes : 1);
   rs_status st = RS_OK;
   char *out = NULL;
   MPI_Request req;
-  if (!c64 || !icounts || !displs) st = RSI_NOMEM(err);
+  if (!c64 || !icounts || !displs || !mine_copy) st = RSI_NOMEM(err);
   if (st == RS_OK) {
-    int rc = MPI_Iallgather(&mine64, 1, MPI_UINT64_T, c64, 1, MPI_UINT64_T,
-                            mt->comm, &req);
+    memcpy(mine_copy, mine, bytes);
+    c64[mt->world] = bytes;
+    int rc = MPI_Iallgather(&c64[mt->world], 1, MPI_UINT64_T, c64, 1,
+                            MPI_UINT64_T, mt->comm, &req);
     st = rc == MPI_SUCCESS ? wait_one(mt, &req, timeout_ms, "MPI_Iallgather", err)
                            : mpi_fail(err, rc, "MPI_Iallgather");
   }
@@ -282,15 +305,20 @@ static rs_status mpi_allgatherv(rsi_transport *t, const void *mine,
   }
   if (st == RS_OK && !(out = malloc(total ? total : 1))) st = RSI_NOMEM(err);
   if (st == RS_OK) {
-    int rc = MPI_Iallgatherv(mine, (int)bytes, MPI_BYTE, out, icounts, displs,
-                             MPI_BYTE, mt->comm, &req);
+    int rc = MPI_Iallgatherv(mine_copy, (int)bytes, MPI_BYTE, out, icounts,
+                             displs, MPI_BYTE, mt->comm, &req);
     st = rc == MPI_SUCCESS
              ? wait_one(mt, &req, timeout_ms, "MPI_Iallgatherv", err)
              : mpi_fail(err, rc, "MPI_Iallgatherv");
   }
+  if (st == RS_ERR_TIMEOUT) {
+    mt->broken = true;
+    return st; /* the buffers stay with the pending collective */
+  }
   free(c64);
   free(icounts);
   free(displs);
+  free(mine_copy);
   if (st != RS_OK) {
     free(out);
     return st;
