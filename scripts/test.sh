@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=build/test
-cmake -S . -B "$build" -DRESHARD_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$build" -DRESHARD_WERROR=ON -DRESHARD_REQUIRE_MPI=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j"$(nproc)"
 # The installed library and headers work for a program built outside the tree.
 prefix="$(pwd)/$build/install"
