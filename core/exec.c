@@ -5,6 +5,7 @@
 
 #include "box.h"
 #include "copy.h"
+#include "grow.h"
 #include "transport/transport.h"
 
 static const char *side_name(int side) {
@@ -151,9 +152,10 @@ static char *endpoint(const exec_state *ex, const rsi_move *m, int kind,
   return base + off * t->esize;
 }
 
-/* Pack bytes [lo, hi) of message msg into out. */
-static void pack_range(const exec_state *ex, const rsi_message *msg,
-                       int64_t lo, int64_t hi, char *out) {
+/* Bytes [lo, hi) of message msg between its moves' memory and a dense
+ * stream: packed into it (pack) or unpacked out of it. */
+static void stream_range(const exec_state *ex, const rsi_message *msg,
+                         int64_t lo, int64_t hi, char *stream, bool pack) {
   const rs_plan *plan = ex->plan;
   for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves; i++) {
     const rsi_move *m = &plan->moves[i];
@@ -162,27 +164,12 @@ static void pack_range(const exec_state *ex, const rsi_message *msg,
     if (a >= b) continue;
     const rsi_tensor *t = &plan->tensors[m->tensor];
     int64_t strides[RSI_MAX_DIMS];
-    const char *src = endpoint(ex, m, m->src_kind, m->src_index, strides);
+    char *mem = pack ? endpoint(ex, m, m->src_kind, m->src_index, strides)
+                     : endpoint(ex, m, m->dst_kind, m->dst_index, strides);
+    char *dense = stream + (a - lo);
     rsi_copy_range(t->ndim, rsi_move_extent(plan, m), (size_t)t->esize,
-                   out + (a - lo), NULL, src, strides,
-                   (a - m->msg_offset) / t->esize,
-                   (b - m->msg_offset) / t->esize);
-  }
-}
-
-static void unpack_range(const exec_state *ex, const rsi_message *msg,
-                         int64_t lo, int64_t hi, const char *in) {
-  const rs_plan *plan = ex->plan;
-  for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves; i++) {
-    const rsi_move *m = &plan->moves[i];
-    int64_t a = m->msg_offset > lo ? m->msg_offset : lo;
-    int64_t b = m->msg_offset + m->bytes < hi ? m->msg_offset + m->bytes : hi;
-    if (a >= b) continue;
-    const rsi_tensor *t = &plan->tensors[m->tensor];
-    int64_t strides[RSI_MAX_DIMS];
-    char *dst = endpoint(ex, m, m->dst_kind, m->dst_index, strides);
-    rsi_copy_range(t->ndim, rsi_move_extent(plan, m), (size_t)t->esize, dst,
-                   strides, in + (a - lo), NULL,
+                   pack ? dense : mem, pack ? NULL : strides,
+                   pack ? mem : dense, pack ? strides : NULL,
                    (a - m->msg_offset) / t->esize,
                    (b - m->msg_offset) / t->esize);
   }
@@ -219,13 +206,13 @@ static rs_status run_all_ranks(exec_state *ex, rsi_transport *tp,
       int64_t hi = lo + slice < msg->bytes ? lo + slice : msg->bytes;
       const void *data = NULL;
       uint64_t tag = (uint64_t)i;
-      pack_range(ex, msg, lo, hi, stage_buf);
+      stream_range(ex, msg, lo, hi, stage_buf, true);
       RSI_TRY(tp->ops->send(tp, 0, msg->src_rank, msg->dst_rank, tag,
                             stage_buf, (size_t)(hi - lo), err));
       RSI_TRY(tp->ops->recv(tp, 0, msg->dst_rank, msg->src_rank, tag,
                             stage_buf, (size_t)(hi - lo), &data, err));
       RSI_TRY(tp->ops->wait(tp, 0, plan->ctx->timeout_ms, err));
-      unpack_range(ex, msg, lo, hi, data);
+      stream_range(ex, msg, lo, hi, (char *)data, false);
     }
   }
   return RS_OK;
@@ -289,33 +276,23 @@ static char *direct_ptr(const exec_state *ex, const rsi_move *m, bool src) {
   return contiguous(t->ndim, rsi_move_extent(ex->plan, m), strides) ? p : NULL;
 }
 
-static void pack_moves(const exec_state *ex, const segment *g, char *out) {
+/* A segment's moves between their memory and a dense stream (each move
+ * 16-aligned in it): packed into it (pack) or unpacked out of it. */
+static void stream_moves(const exec_state *ex, const segment *g, char *stream,
+                         bool pack) {
   int64_t at = 0;
   for (int64_t i = g->first; i < g->first + g->n; i++) {
     const rsi_move *m = &ex->plan->moves[i];
     const rsi_tensor *t = &ex->plan->tensors[m->tensor];
     int64_t strides[RSI_MAX_DIMS], n;
-    const char *src = endpoint(ex, m, m->src_kind, m->src_index, strides);
+    char *mem = pack ? endpoint(ex, m, m->src_kind, m->src_index, strides)
+                     : endpoint(ex, m, m->dst_kind, m->dst_index, strides);
     rsi_box_volume(t->ndim, rsi_move_extent(ex->plan, m), &n);
     at = ALIGN16(at);
+    char *dense = stream + at;
     rsi_copy_range(t->ndim, rsi_move_extent(ex->plan, m), (size_t)t->esize,
-                   out + at, NULL, src, strides, 0, n);
-    at += m->bytes;
-  }
-}
-
-static void unpack_moves(const exec_state *ex, const segment *g,
-                         const char *in) {
-  int64_t at = 0;
-  for (int64_t i = g->first; i < g->first + g->n; i++) {
-    const rsi_move *m = &ex->plan->moves[i];
-    const rsi_tensor *t = &ex->plan->tensors[m->tensor];
-    int64_t strides[RSI_MAX_DIMS], n;
-    char *dst = endpoint(ex, m, m->dst_kind, m->dst_index, strides);
-    rsi_box_volume(t->ndim, rsi_move_extent(ex->plan, m), &n);
-    at = ALIGN16(at);
-    rsi_copy_range(t->ndim, rsi_move_extent(ex->plan, m), (size_t)t->esize,
-                   dst, strides, in + at, NULL, 0, n);
+                   pack ? dense : mem, pack ? NULL : strides,
+                   pack ? mem : dense, pack ? strides : NULL, 0, n);
     at += m->bytes;
   }
 }
@@ -347,13 +324,9 @@ static uint64_t step_tag(const step *s) {
 
 static rs_status expect_arrival(rank_run *rr, int half, arrival a,
                                 rsi_err *err) {
-  if (rr->narrivals[half] == rr->cap_arrivals[half]) {
-    int64_t cap = rr->cap_arrivals[half] ? rr->cap_arrivals[half] * 2 : 64;
-    arrival *n = realloc(rr->arrivals[half], (size_t)cap * sizeof *n);
-    if (!n) return RSI_NOMEM(err);
-    rr->arrivals[half] = n;
-    rr->cap_arrivals[half] = cap;
-  }
+  RSI_TRY(rsi_grow((void **)&rr->arrivals[half], &rr->cap_arrivals[half],
+                   rr->narrivals[half] + 1, sizeof *rr->arrivals[half], 64,
+                   err));
   rr->arrivals[half][rr->narrivals[half]++] = a;
   return RS_OK;
 }
@@ -398,7 +371,7 @@ static rs_status begin_step(rank_run *rr, const step *s, int half) {
       segment g = segment_at(plan, msg, i);
       const char *from = g.single ? direct_ptr(rr->ex, &plan->moves[i], true) : NULL;
       if (!from) {
-        pack_moves(rr->ex, &g, rr->staging[half] + at);
+        stream_moves(rr->ex, &g, rr->staging[half] + at, true);
         from = rr->staging[half] + at;
         at += ALIGN64(g.bytes);
       }
@@ -416,7 +389,7 @@ static rs_status finish_step(rank_run *rr, const step *s, int half) {
   rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
   for (int64_t a = 0; a < rr->narrivals[half]; a++) {
     const arrival *in = &rr->arrivals[half][a];
-    if (in->data) unpack_moves(rr->ex, &in->seg, in->data);
+    if (in->data) stream_moves(rr->ex, &in->seg, (char *)in->data, false);
   }
   rr->narrivals[half] = 0;
   return RS_OK;

@@ -5,18 +5,13 @@
 #include <string.h>
 
 #include "box.h"
+#include "grow.h"
 
 /* ---- pool --------------------------------------------------------------- */
 
 rs_status rsi_pool_reserve(rsi_pool *p, int64_t more, rsi_err *err) {
-  if (p->n + more <= p->cap) return RS_OK;
-  int64_t cap = p->cap ? p->cap : 256;
-  while (cap < p->n + more) cap *= 2;
-  int64_t *v = realloc(p->v, (size_t)cap * sizeof *v);
-  if (!v) return RSI_NOMEM(err);
-  p->v = v;
-  p->cap = cap;
-  return RS_OK;
+  return rsi_grow((void **)&p->v, &p->cap, p->n + more, sizeof *p->v, 256,
+                  err);
 }
 
 int64_t rsi_pool_push(rsi_pool *p, const int64_t *vals, int64_t count,
@@ -121,13 +116,8 @@ rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
   if (rsi_layout_find(layout, name) >= 0)
     return RSI_FAIL(err, RS_ERR_DUPLICATE_NAME,
                     "tensor '%s' is already declared in this layout", name);
-  if (layout->ntensors == layout->cap_tensors) {
-    int cap = layout->cap_tensors ? layout->cap_tensors * 2 : 16;
-    rsi_tensor *t = realloc(layout->tensors, (size_t)cap * sizeof *t);
-    if (!t) return RSI_NOMEM(err);
-    layout->tensors = t;
-    layout->cap_tensors = cap;
-  }
+  RSI_TRY(rsi_grow((void **)&layout->tensors, &layout->cap_tensors,
+                   layout->ntensors + 1, sizeof *layout->tensors, 16, err));
   char *copy = strdup(name);
   if (!copy) return RSI_NOMEM(err);
   rsi_tensor *t = &layout->tensors[layout->ntensors];
@@ -255,13 +245,8 @@ rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
                     "tensor '%s' rank %d: the strides make the shard overlap "
                     "itself",
                     name, rank);
-  if (layout->nshards == layout->cap_shards) {
-    int64_t cap = layout->cap_shards ? layout->cap_shards * 2 : 64;
-    rsi_shard *s = realloc(layout->shards, (size_t)cap * sizeof *s);
-    if (!s) return RSI_NOMEM(err);
-    layout->shards = s;
-    layout->cap_shards = cap;
-  }
+  RSI_TRY(rsi_grow((void **)&layout->shards, &layout->cap_shards,
+                   layout->nshards + 1, sizeof *layout->shards, 64, err));
   int64_t at = rsi_pool_push(&layout->pool, geom, 3 * ndim, err);
   if (at < 0) return RS_ERR_NO_MEMORY;
   rsi_shard *s = &layout->shards[layout->nshards++];

@@ -47,7 +47,8 @@ void rsi_pool_free(rsi_pool *p);
 struct rs_layout {
   rs_context *ctx;
   rsi_tensor *tensors;
-  int ntensors, cap_tensors;
+  int ntensors;
+  int64_t cap_tensors;
   int32_t *name_index; /* open addressing: tensor index + 1, 0 = empty */
   uint32_t name_index_cap;
   rsi_shard *shards;

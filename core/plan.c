@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "box.h"
+#include "grow.h"
 
 /* ---- scratch ---------------------------------------------------------- */
 
@@ -90,13 +91,8 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
                            int dst_kind, int64_t dst_index, int dst_rank,
                            int stage, int forwarded) {
   rs_plan *plan = p->plan;
-  if (plan->nmoves == plan->cap_moves) {
-    int64_t cap = plan->cap_moves ? plan->cap_moves * 2 : 1024;
-    rsi_move *m = realloc(plan->moves, (size_t)cap * sizeof *m);
-    if (!m) return RSI_NOMEM(p->err);
-    plan->moves = m;
-    plan->cap_moves = cap;
-  }
+  RSI_TRY(rsi_grow((void **)&plan->moves, &plan->cap_moves, plan->nmoves + 1,
+                   sizeof *plan->moves, 1024, p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
   if (at < 0) return RS_ERR_NO_MEMORY;
   memcpy(plan->boxes.v + at, off, (size_t)p->ndim * sizeof *off);
@@ -128,13 +124,8 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
 }
 
 static rs_status end_unit(planner *p) {
-  if (p->nunits == p->cap_units) {
-    int64_t cap = p->cap_units ? p->cap_units * 2 : 1024;
-    int64_t *u = realloc(p->unit_end, (size_t)cap * sizeof *u);
-    if (!u) return RSI_NOMEM(p->err);
-    p->unit_end = u;
-    p->cap_units = cap;
-  }
+  RSI_TRY(rsi_grow((void **)&p->unit_end, &p->cap_units, p->nunits + 1,
+                   sizeof *p->unit_end, 1024, p->err));
   p->unit_end[p->nunits++] = p->plan->nmoves;
   return RS_OK;
 }
@@ -142,13 +133,8 @@ static rs_status end_unit(planner *p) {
 static rs_status push_relay(planner *p, int rank, const int64_t *off,
                             const int64_t *ext, int64_t *index) {
   rs_plan *plan = p->plan;
-  if (plan->nrelays == plan->cap_relays) {
-    int64_t cap = plan->cap_relays ? plan->cap_relays * 2 : 64;
-    rsi_relay *r = realloc(plan->relays, (size_t)cap * sizeof *r);
-    if (!r) return RSI_NOMEM(p->err);
-    plan->relays = r;
-    plan->cap_relays = cap;
-  }
+  RSI_TRY(rsi_grow((void **)&plan->relays, &plan->cap_relays,
+                   plan->nrelays + 1, sizeof *plan->relays, 64, p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
   if (at < 0) return RS_ERR_NO_MEMORY;
   memcpy(plan->boxes.v + at, off, (size_t)p->ndim * sizeof *off);
@@ -478,12 +464,8 @@ static rs_status serve_fragment(planner *p, const key_value *order,
 }
 
 static rs_status reserve_needers(planner *p, int64_t n) {
-  if (n <= p->cap_needers) return RS_OK;
-  needer *nd = realloc(p->needers, (size_t)n * sizeof *nd);
-  if (!nd) return RSI_NOMEM(p->err);
-  p->needers = nd;
-  p->cap_needers = n;
-  return RS_OK;
+  return rsi_grow((void **)&p->needers, &p->cap_needers, n,
+                  sizeof *p->needers, 16, p->err);
 }
 
 static void add_needers(planner *p, const domain_entry *e, int64_t *count) {

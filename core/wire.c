@@ -1,5 +1,6 @@
 #include "wire.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,13 +120,21 @@ static bool get_u32(reader *r, uint32_t *v) {
   return true;
 }
 
-#define CORRUPT(what)                                                       \
-  RSI_FAIL(err, RS_ERR_CORRUPT, "layout bytes from rank %d: %s (at byte %zu)", \
-           from, what, r.at)
+/* "layout bytes from rank 3" or, for rs_layout_deserialize, "layout bytes" */
+static const char *origin(int from, char *buf, size_t n) {
+  if (from == RSI_WIRE_ANY_SENDER) return "layout bytes";
+  snprintf(buf, n, "layout bytes from rank %d", from);
+  return buf;
+}
+
+#define CORRUPT(what)                                                     \
+  RSI_FAIL(err, RS_ERR_CORRUPT, "%s: %s (at byte %zu)",                   \
+           origin(from, who, sizeof who), what, r.at)
 
 rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
                           size_t len, rsi_err *err) {
   reader r = {bytes, len, 0};
+  char who[48];
   char m[8];
   uint32_t version, sender, ntensors;
   uint64_t total = 0, nshards = 0, sum = 0;
@@ -137,9 +146,8 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
   get_u64(&r, &total);
   if (version != RSI_WIRE_VERSION)
     return RSI_FAIL(err, RS_ERR_CORRUPT,
-                    "layout bytes from rank %d: wire version %u, this "
-                    "libreshard reads version %u",
-                    from, version, RSI_WIRE_VERSION);
+                    "%s: wire version %u, this libreshard reads version %u",
+                    origin(from, who, sizeof who), version, RSI_WIRE_VERSION);
   if (total != len)
     return CORRUPT("length field disagrees with the bytes received");
   if (from != RSI_WIRE_ANY_SENDER && sender != (uint32_t)from)
@@ -196,9 +204,9 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
       for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == shape[d];
       if (!same)
         st = RSI_FAIL(err, RS_ERR_MISMATCH,
-                      "tensor '%s': rank %d declares another dtype or shape "
-                      "than an earlier rank",
-                      name, from);
+                      "tensor '%s': %s declare another dtype or shape than "
+                      "the layout already has",
+                      name, origin(from, who, sizeof who));
       map[t] = known;
     }
   }

@@ -1,0 +1,15 @@
+#include "grow.h"
+
+#include <stdlib.h>
+
+rs_status rsi_grow(void **items, int64_t *cap, int64_t need, size_t size,
+                   int64_t first, rsi_err *err) {
+  if (need <= *cap) return RS_OK;
+  int64_t c = *cap ? *cap : first;
+  while (c < need) c *= 2;
+  void *p = realloc(*items, (size_t)c * size);
+  if (!p) return RSI_NOMEM(err);
+  *items = p;
+  *cap = c;
+  return RS_OK;
+}
