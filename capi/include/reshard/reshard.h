@@ -238,7 +238,9 @@ RS_API rs_status rs_context_set_domain_size(rs_context *ctx,
  */
 typedef enum rs_param {
   /** Staging memory a rank may use for one execution, in bytes.
-   *  Default 256 MiB; bounds [64 KiB, 1 TiB]. Read by rs_plan_create. */
+   *  Default 256 MiB; bounds [64 KiB, 1 TiB]. Read by rs_plan_create,
+   *  which fills each round to at most half of it, so that the executor
+   *  can pack round k+1 while round k is in flight. */
   RS_PARAM_STAGING_BYTES = 100,
   /** Largest slice the executor packs and hands to the transport at once,
    *  in bytes. Default 4 MiB; bounds [4 KiB, 1 GiB]. */
@@ -411,7 +413,8 @@ typedef enum rs_stat {
   RS_STAT_MESSAGES_SENT = 6,
   RS_STAT_MESSAGES_RECV = 7,
   RS_STAT_ROUNDS = 8,            /**< rounds of the whole plan */
-  RS_STAT_STAGING_BYTES = 9,     /**< peak staging the rank needs */
+  RS_STAT_STAGING_BYTES = 9,     /**< peak staging of one round (at most
+                                      half of RS_PARAM_STAGING_BYTES) */
   RS_STAT_MOVES = 10             /**< moves the rank takes part in */
 } rs_stat;
 
