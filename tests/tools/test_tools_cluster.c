@@ -1,0 +1,120 @@
+/* Cluster presets and the cluster JSON reader: a good file, and malformed
+ * files giving a clear error, never a crash. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+
+Test(cluster, presets_from_the_reference) {
+  cr_expect_geq(rt_cluster_preset_count(), 3);
+  rt_cluster c;
+  rt_err e;
+  cr_assert_eq(rt_cluster_load("dgx-h100", &c, &e), 0, "%s", e.msg);
+  cr_expect_eq(c.gpus_per_domain, 8);
+  cr_expect_eq(c.job_gpus_per_domain, 8);
+  cr_expect_float_eq(c.nvl_bw, 360e9, 1, "achieved NVLink busbw");
+  cr_expect_float_eq(c.nic_bw, 47e9, 1);
+  cr_expect_float_eq(c.nvlink_gbps, 450, 1e-9);
+  cr_assert_eq(rt_cluster_load("GB200-NVL72", &c, &e), 0, "%s", e.msg);
+  cr_expect_str_eq(c.name, "gb200-nvl72");
+  cr_expect_eq(c.gpus_per_domain, 72);
+  cr_expect_eq(c.gpus_per_host, 4);
+  cr_expect_eq(c.job_gpus_per_domain, 64);
+  cr_expect_float_eq(c.nvl_bw, 840e9, 1);
+  cr_assert_eq(rt_cluster_load("dgx-b200", &c, &e), 0, "%s", e.msg);
+  cr_expect_float_eq(c.nvl_bw, 900e9, 1, "no achieved figure: line rate");
+  cr_expect_gt(c.nic_lat, 0);
+  cr_expect_eq(rt_cluster_load("dgx-z900", &c, &e), -1);
+  cr_expect(strstr(e.msg, "neither a preset") != NULL, "%s", e.msg);
+  cr_expect(strstr(e.msg, "gb200-nvl72") != NULL, "lists the presets: %s", e.msg);
+}
+
+static char *write_temp(const char *text) {
+  char *path = strdup("/tmp/reshard-cluster-XXXXXX");
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+Test(cluster, good_file) {
+  char *path = write_temp(
+      "{\n  \"name\": \"lab\",\n  \"_comment\": \"two nodes\",\n"
+      "  \"gpus_per_domain\": 4,\n  \"nvlink_gbps\": 100,\n"
+      "  \"nic_gbps\": 25, \"nic_achieved_gbps\": 20,\n"
+      "  \"nic_per_gpu\": 0.5,\n  \"nvlink_latency_us\": 1.5,\n"
+      "  \"nic_latency_us\": 8, \"source\": \"measured\"\n}\n");
+  rt_cluster c;
+  rt_err e;
+  cr_assert_eq(rt_cluster_load(path, &c, &e), 0, "%s", e.msg);
+  cr_expect_str_eq(c.name, "lab");
+  cr_expect_eq(c.gpus_per_domain, 4);
+  cr_expect_eq(c.gpus_per_host, 4);
+  cr_expect_eq(c.job_gpus_per_domain, 4);
+  cr_expect_float_eq(c.nvl_bw, 100e9, 1);
+  cr_expect_float_eq(c.nic_bw, 10e9, 1, "20 GB/s x 0.5 NIC per GPU");
+  cr_expect_float_eq(c.nvl_lat, 1.5e-6, 1e-12);
+  cr_expect_float_eq(c.nic_lat, 8e-6, 1e-12);
+  cr_expect_eq(c.nccl_channels, 32);
+  unlink(path);
+  free(path);
+}
+
+static void expect_bad(const char *text, const char *needle) {
+  char *path = write_temp(text);
+  rt_cluster c;
+  rt_err e = {{0}};
+  cr_expect_eq(rt_cluster_load(path, &c, &e), -1, "accepted: %s", text);
+  cr_expect(strstr(e.msg, needle) != NULL, "'%s' not in: %s", needle, e.msg);
+  cr_expect(strstr(e.msg, path) != NULL, "the message names the file: %s",
+            e.msg);
+  unlink(path);
+  free(path);
+}
+
+Test(cluster, malformed_files_say_what_is_wrong) {
+  expect_bad("", "unexpected end");
+  expect_bad("{", "unexpected end");
+  expect_bad("{\"gpus_per_domain\": 8,\n \"nvlink_gbps\": 450\n \"nic_gbps\": 50}",
+             "line 3");
+  expect_bad("[1, 2]", "top level must be a JSON object");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450}",
+             "required key 'nic_gbps' is missing");
+  expect_bad("{\"gpus_per_domain\": \"eight\", \"nvlink_gbps\": 450, "
+             "\"nic_gbps\": 50}",
+             "'gpus_per_domain' must be an integer");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": -1, \"nic_gbps\": 50}",
+             "'nvlink_gbps' must be a number > 0");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 0}",
+             "'nic_gbps' must be a number > 0");
+  expect_bad("{\"gpus_per_domain\": 0, \"nvlink_gbps\": 450, \"nic_gbps\": 50}",
+             "'gpus_per_domain' must be an integer in [1,");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50, "
+             "\"nic_gpbs\": 3}",
+             "unknown key 'nic_gpbs'");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50, "
+             "\"nic_achieved_gbps\": 60}",
+             "above the line rate");
+  expect_bad("{\"gpus_per_domain\": 8, \"job_gpus_per_domain\": 9, "
+             "\"nvlink_gbps\": 450, \"nic_gbps\": 50}",
+             "job_gpus_per_domain (9) is more than");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50} x",
+             "text after the object");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": true, \"nic_gbps\": 50}",
+             "'nvlink_gbps' must be a number");
+  expect_bad("{\"gpus_per_domain\": 8.5, \"nvlink_gbps\": 4, \"nic_gbps\": 5}",
+             "must be an integer");
+}
+
+Test(cluster, missing_file) {
+  rt_cluster c;
+  rt_err e;
+  cr_expect_eq(rt_cluster_load("/nonexistent/cluster.json", &c, &e), -1);
+  cr_expect(strstr(e.msg, "cannot open") != NULL, "%s", e.msg);
+  cr_expect_eq(rt_cluster_load("", &c, &e), -1);
+}

@@ -1,0 +1,27 @@
+/* Tiny model descriptions for the tools tests: same families as the
+ * catalog, sizes small enough to execute a whole reshard in process. */
+#ifndef TOOLS_FIXTURES_H
+#define TOOLS_FIXTURES_H
+
+#include "catalog.h"
+
+static const rt_model_info tiny_dense = {
+    .name = "tiny-dense", .family = "llama_dense", .aliases = "",
+    .hidden = 32, .layers = 4, .heads = 8, .kv_heads = 4, .head_dim = 4,
+    .inter = 48, .vocab = 50, .published_params = 0};
+
+static const rt_model_info tiny_moe = {
+    .name = "tiny-moe", .family = "qwen3_moe", .aliases = "",
+    .hidden = 32, .layers = 4, .heads = 8, .kv_heads = 2, .head_dim = 4,
+    .moe_inter = 12, .experts = 8, .vocab = 50, .qk_norm = 1,
+    .published_params = 0};
+
+static const rt_model_info tiny_mla = {
+    .name = "tiny-mla", .family = "deepseek_v3", .aliases = "",
+    .hidden = 32, .layers = 3, .heads = 4, .kv_heads = 4, .inter = 48,
+    .moe_inter = 8, .experts = 8, .shared_experts = 1, .first_moe_layer = 1,
+    .vocab = 40, .mla = 1, .q_lora_rank = 16, .kv_lora_rank = 8,
+    .qk_nope_dim = 4, .qk_rope_dim = 2, .v_head_dim = 4,
+    .published_params = 0};
+
+#endif

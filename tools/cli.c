@@ -1,0 +1,340 @@
+/* reshard: predict how long a weight sync of a real model takes on a real
+ * cluster, for libreshard's plan and the strategies it competes with. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "configs.h"
+#include "report.h"
+#include "svg.h"
+
+static const char *prog = "reshard";
+
+static void usage_main(FILE *f) {
+  fprintf(f,
+"usage: reshard <command> [options]\n"
+"\n"
+"Predict, before anyone runs it, how long a weight sync (trainer layout ->\n"
+"inference layout) of a real model takes on a real GPU cluster: libreshard's\n"
+"plan against the reference's hierarchical algorithm, direct point-to-point,\n"
+"gather-and-broadcast and the lower bound, on one cost model.\n"
+"\n"
+"commands:\n"
+"  plan       plan a weight sync and print the predicted times\n"
+"  models     list the model catalog (parameter counts, tensors)\n"
+"  clusters   list the cluster presets\n"
+"  configs    list the named configurations (--config NAME)\n"
+"  help       this text; 'reshard plan --help' for the plan options\n"
+"\n"
+"options:\n"
+"  -h, --help     this text\n"
+"  --version      the version of reshard and libreshard\n"
+"\n"
+"example:\n"
+"  reshard plan --model DeepSeek-V3 --train tp=1,cp=1,ep=16,pp=4,edp=2 \\\n"
+"               --infer tp=8,dp=16 --cluster gb200-nvl72 --svg dsv3.svg\n");
+}
+
+static void usage_plan(FILE *f) {
+  fprintf(f,
+"usage: reshard plan --model M --train SPEC --infer SPEC --cluster C [options]\n"
+"       reshard plan --config NAME [options]\n"
+"\n"
+"Builds the trainer and inference layouts of every tensor of model M, plans\n"
+"the reshard with libreshard (rs_plan_create), and prints a table: bytes\n"
+"across and inside NVLink domains; the predicted time of our plan, of the\n"
+"reference's (NVIDIA nccl_m2n) hierarchical and direct algorithms, of\n"
+"gather-and-broadcast as RL frameworks run it and of an ideal variant, and\n"
+"the lower bound; the slowest link of each; speedups; plan quality (our\n"
+"time / lower bound). Every strategy is modelled on the same links: each\n"
+"GPU's NVLink out/in and NIC out/in, time = bytes / bandwidth + messages x\n"
+"latency, the slowest link sets the time.\n"
+"\n"
+"required (or from --config):\n"
+"  --model M        a catalog model or alias (see 'reshard models'):\n"
+"                   Qwen3-235B-A22B, DeepSeek-V3, Qwen3-30B-A3B, Qwen3-32B,\n"
+"                   Llama-3.1-70B, Llama-3.1-8B\n"
+"  --train SPEC     trainer parallelism, Megatron-style, key=value pairs:\n"
+"                     tp   tensor parallel (column q/k/v/gate/up/embed/lm_head,\n"
+"                          row o/down)            cp   context parallel\n"
+"                     pp   pipeline stages (layer L on stage L*pp/layers)\n"
+"                     ep   expert parallel        etp  expert tensor parallel\n"
+"                     dp   dense data parallel (GPUs = tp*cp*dp*pp)\n"
+"                     edp  expert data parallel (GPUs = etp*ep*edp*pp)\n"
+"                     gpus trainer GPUs           fsdp 1: shard dim 0 over\n"
+"                          the data-parallel axes (FSDP / ZeRO-3)\n"
+"                   e.g. tp=2,cp=2,ep=16,pp=4,gpus=64\n"
+"  --infer SPEC     inference parallelism, vLLM-style: tp, dp, ep (1 or\n"
+"                   tp*dp: experts over every rank), gpus; e.g. tp=8,dp=16\n"
+"  --cluster C      a preset (dgx-h100, dgx-h200, dgx-b200, gb200-nvl72; see\n"
+"                   'reshard clusters') or a JSON file with the same keys\n"
+"\n"
+"options:\n"
+"  --config NAME    take model, train, infer and cluster from a named\n"
+"                   configuration ('reshard configs'); the options above\n"
+"                   override its parts\n"
+"  --placement P    split (default): trainer ranks fill domains from 0,\n"
+"                   inference ranks start on a fresh domain; packed: one\n"
+"                   run of consecutive ranks over all domains\n"
+"  --domain-gpus N  GPUs of the job per NVLink domain (default: the\n"
+"                   cluster's job_gpus_per_domain, 64 on gb200-nvl72)\n"
+"  --staging-mib N  staging memory per rank for the plan (default 256)\n"
+"  --bucket-mib N   gather-and-broadcast bucket size (default 1024)\n"
+"  --json           print the figures as JSON instead of the table\n"
+"  --svg FILE       draw the rank-to-rank traffic matrix and the per-link\n"
+"                   load of our plan into FILE\n"
+"  --progress       always show the progress line (default: on a terminal,\n"
+"                   for anything that takes over a second)\n"
+"  --quiet          never show the progress line\n"
+"  -h, --help       this text\n"
+"\n"
+"Trainer ranks come first (0 .. T-1), inference ranks after (T .. T+G-1),\n"
+"consecutive ranks fill a domain. Exit status: 0 on success, 2 on a usage\n"
+"error or bad input, 1 when planning fails.\n");
+}
+
+static int fail_usage(const char *fmt, const char *a, const char *b) {
+  fprintf(stderr, "%s: error: ", prog);
+  fprintf(stderr, fmt, a, b);
+  fprintf(stderr, "\n(try '%s --help' or '%s plan --help')\n", prog, prog);
+  return 2;
+}
+
+static int parse_pos(const char *opt, const char *v, long max, long *out) {
+  char *end = NULL;
+  long x = strtol(v, &end, 10);
+  if (!*v || *end || x < 1 || x > max) {
+    char range[64];
+    snprintf(range, sizeof range, "an integer in [1, %ld]", max);
+    fprintf(stderr, "%s: error: %s %s: expected %s\n", prog, opt, v, range);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int cmd_models(void) {
+  printf("%-16s %14s %14s %9s %8s %8s  %s\n", "model", "params", "published",
+         "diff", "bf16 GB", "tensors", "family");
+  for (int i = 0; i < rt_model_count(); i++) {
+    const rt_model_info *info = rt_model_at(i);
+    rt_model m;
+    rt_err e;
+    if (rt_model_build(info, &m, &e)) {
+      fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+      return 1;
+    }
+    double p, b;
+    rt_model_totals(&m, &p, &b, NULL);
+    printf("%-16s %12.3fe9 %12.3fe9 %+8.3f%% %8.1f %8d  %s\n", info->name,
+           p / 1e9, info->published_params / 1e9,
+           100 * (p - info->published_params) / info->published_params,
+           b / 1e9, m.n, info->family);
+    rt_model_free(&m);
+  }
+  return 0;
+}
+
+static int cmd_clusters(void) {
+  printf("%-14s %8s %8s %12s %10s %14s\n", "preset", "domain", "job/dom",
+         "NVLink GB/s", "NIC GB/s", "latency us");
+  for (int i = 0; i < rt_cluster_preset_count(); i++) {
+    rt_cluster c;
+    rt_err e;
+    if (rt_cluster_load(rt_cluster_preset_name(i), &c, &e)) {
+      fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+      return 1;
+    }
+    printf("%-14s %8d %8d %12.0f %10.0f %7.0f/%-6.0f\n", c.name,
+           c.gpus_per_domain, c.job_gpus_per_domain, c.nvl_bw / 1e9,
+           c.nic_bw / 1e9, c.nvlink_latency_us, c.nic_latency_us);
+  }
+  printf("\nOr --cluster FILE.json with the keys: name, description, "
+         "gpus_per_host, gpus_per_domain,\njob_gpus_per_domain, nic_per_gpu, "
+         "nvlink_gbps, nvlink_achieved_gbps, nic_gbps, nic_achieved_gbps,\n"
+         "nvlink_latency_us, nic_latency_us, bcast_gbps, nccl_channels "
+         "(see docs/MODEL.md).\n");
+  return 0;
+}
+
+static int cmd_configs(void) {
+  for (int i = 0; i < rt_config_count(); i++) {
+    const rt_config *c = rt_config_at(i);
+    printf("%-44s %-16s train %-28s infer %-16s %s\n", c->name, c->model,
+           c->train, c->infer, c->cluster);
+  }
+  return 0;
+}
+
+static int cmd_plan(int argc, char **argv) {
+  const char *model = NULL, *train = NULL, *infer = NULL, *cluster = NULL;
+  const char *config = NULL, *svg = NULL, *placement = "split";
+  long domain_gpus = 0, staging_mib = 0, bucket_mib = 1024;
+  int json = 0, progress = -1;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage_plan(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--json")) {
+      json = 1;
+      continue;
+    }
+    if (!strcmp(a, "--progress")) {
+      progress = 1;
+      continue;
+    }
+    if (!strcmp(a, "--quiet")) {
+      progress = 0;
+      continue;
+    }
+    const char *val = NULL;
+    char name[64];
+    const char *eq = strchr(a, '=');
+    if (!strncmp(a, "--", 2) && eq) {
+      size_t len = (size_t)(eq - a);
+      if (len >= sizeof name) return fail_usage("unknown option '%s'%s", a, "");
+      memcpy(name, a, len);
+      name[len] = '\0';
+      val = eq + 1;
+    } else {
+      snprintf(name, sizeof name, "%s", a);
+    }
+    const char **slot = NULL;
+    long *num = NULL;
+    long max = 0;
+    if (!strcmp(name, "--model"))
+      slot = &model;
+    else if (!strcmp(name, "--train"))
+      slot = &train;
+    else if (!strcmp(name, "--infer"))
+      slot = &infer;
+    else if (!strcmp(name, "--cluster"))
+      slot = &cluster;
+    else if (!strcmp(name, "--config"))
+      slot = &config;
+    else if (!strcmp(name, "--svg"))
+      slot = &svg;
+    else if (!strcmp(name, "--placement"))
+      slot = &placement;
+    else if (!strcmp(name, "--domain-gpus"))
+      num = &domain_gpus, max = 1 << 20;
+    else if (!strcmp(name, "--staging-mib"))
+      num = &staging_mib, max = 1 << 20;
+    else if (!strcmp(name, "--bucket-mib"))
+      num = &bucket_mib, max = 1 << 24;
+    else if (a[0] == '-')
+      return fail_usage("unknown option '%s' for 'plan'%s", a, "");
+    else
+      return fail_usage("unexpected argument '%s'%s", a, "");
+    if (!val) {
+      if (i + 1 >= argc) return fail_usage("%s needs a value%s", name, "");
+      val = argv[++i];
+    }
+    if (slot) {
+      *slot = val;
+    } else if (parse_pos(name, val, max, num)) {
+      return 2;
+    }
+  }
+  if (config) {
+    const rt_config *c = rt_config_find(config);
+    if (!c)
+      return fail_usage("--config: unknown configuration '%s'%s (see "
+                        "'reshard configs')",
+                        config, "");
+    if (!model) model = c->model;
+    if (!train) train = c->train;
+    if (!infer) infer = c->infer;
+    if (!cluster) cluster = c->cluster;
+  }
+  if (!model) return fail_usage("plan: --model is required%s%s", "", "");
+  if (!train) return fail_usage("plan: --train is required%s%s", "", "");
+  if (!infer) return fail_usage("plan: --infer is required%s%s", "", "");
+  if (!cluster) return fail_usage("plan: --cluster is required%s%s", "", "");
+  rt_placement place;
+  if (!strcmp(placement, "split"))
+    place = RT_PLACE_SPLIT;
+  else if (!strcmp(placement, "packed"))
+    place = RT_PLACE_PACKED;
+  else
+    return fail_usage("--placement: '%s' is not split or packed%s", placement,
+                      "");
+
+  rt_err e;
+  rt_cluster cl;
+  if (rt_cluster_load(cluster, &cl, &e)) {
+    fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+    return 2;
+  }
+  rt_job job;
+  rt_job_spec spec = {model, NULL, train, infer, &cl, place, (int)domain_gpus};
+  if (rt_job_init(&job, &spec, &e)) {
+    fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+    return 2;
+  }
+  rt_options opt = {0};
+  opt.staging_bytes = (int64_t)staging_mib << 20;
+  opt.bucket_bytes = (double)bucket_mib * 1024 * 1024;
+  opt.matrix = svg != NULL;
+  opt.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
+  rt_report r;
+  if (rt_report_run(&job, &opt, &r, &e)) {
+    fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+    rt_job_free(&job);
+    return 1;
+  }
+  int rc = 0;
+  if (json) {
+    char *text = rt_report_json(&r);
+    printf("%s\n", text);
+    free(text);
+  } else {
+    rt_report_print(&r, stdout);
+  }
+  if (svg) {
+    if (rt_svg_write(&r, svg, &e)) {
+      fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+      rc = 1;
+    } else if (!json) {
+      printf("svg    : traffic matrix and link loads written to %s\n", svg);
+    }
+  }
+  rt_report_free(&r);
+  rt_job_free(&job);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage_main(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    if (argc > 2 && !strcmp(argv[2], "plan"))
+      usage_plan(stdout);
+    else
+      usage_main(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("reshard %s (libreshard %s)\n", rs_version_string(),
+           rs_version_string());
+    return 0;
+  }
+  if (!strcmp(cmd, "plan")) return cmd_plan(argc - 2, argv + 2);
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage_main(stdout);
+      return 0;
+    }
+  if (argc > 2)
+    return fail_usage("'%s' takes no arguments (got '%s')", cmd, argv[2]);
+  if (!strcmp(cmd, "models")) return cmd_models();
+  if (!strcmp(cmd, "clusters")) return cmd_clusters();
+  if (!strcmp(cmd, "configs")) return cmd_configs();
+  return fail_usage("unknown command '%s'%s", cmd, "");
+}

@@ -1,0 +1,36 @@
+/* Cluster descriptions: per-GPU NVLink and network bandwidth, per-message
+ * latency, NVLink domain size. Presets are JSON files (tools/clusters/,
+ * installed to share/reshard/clusters, and compiled into the tools); any
+ * other cluster is a JSON file of the same keys, read with json-c. */
+#ifndef RT_CLUSTER_H
+#define RT_CLUSTER_H
+
+#include "rt_common.h"
+
+typedef struct rt_cluster {
+  char name[64];
+  char description[256];
+  int gpus_per_host;
+  int gpus_per_domain;     /* GPUs sharing one NVLink fabric */
+  int job_gpus_per_domain; /* GPUs of one job placed in each domain */
+  double nic_per_gpu;
+  double nvlink_gbps, nvlink_achieved_gbps; /* per GPU, per direction, GB/s */
+  double nic_gbps, nic_achieved_gbps;       /* per NIC, per direction, GB/s */
+  double nvlink_latency_us, nic_latency_us; /* per message */
+  double bcast_gbps;  /* NCCL broadcast rate override; 0: derived */
+  int nccl_channels;  /* rings a broadcast spreads its domain crossings over */
+  /* What the cost model uses: achieved rates where the reference gives
+   * them, line rates otherwise. Bytes per second, seconds. */
+  double nvl_bw, nic_bw, nvl_lat, nic_lat;
+} rt_cluster;
+
+int rt_cluster_preset_count(void);
+const char *rt_cluster_preset_name(int i);
+/* A preset by name, or else a JSON file by path. */
+int rt_cluster_load(const char *name_or_path, rt_cluster *out, rt_err *e);
+/* Parse JSON text; `what` names it in messages ("cluster file x.json"). */
+int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
+                     rt_err *e);
+int rt_cluster_read_file(const char *path, rt_cluster *out, rt_err *e);
+
+#endif

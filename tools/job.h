@@ -1,0 +1,85 @@
+/* A job: a catalog model, a trainer layout, an inference layout and a
+ * cluster, with every rank placed on an NVLink domain. Builds the
+ * libreshard layouts (through the public API) and the per-tensor holdings
+ * the cost model reads. */
+#ifndef RT_JOB_H
+#define RT_JOB_H
+
+#include "catalog.h"
+#include "cluster.h"
+#include "frameworks.h"
+
+typedef enum rt_placement {
+  RT_PLACE_SPLIT = 0, /* trainers from domain 0, generators from a fresh domain */
+  RT_PLACE_PACKED = 1 /* one run of consecutive ranks over the domains */
+} rt_placement;
+
+typedef struct rt_job {
+  rt_model model;
+  rt_train train;
+  rt_infer infer;
+  rt_cluster cluster;
+  rt_placement placement;
+  int domain_gpus; /* job GPUs per domain */
+  int world, ntrain, ninfer;
+  int *domain;     /* per rank */
+  int ndomains;
+  int *domain_ranks; /* per domain: job ranks in it */
+  rt_mesh *smesh, *dmesh; /* per tensor */
+} rt_job;
+
+typedef struct rt_job_spec {
+  const char *model;   /* catalog name or alias */
+  const rt_model_info *info; /* or a description (wins over model) */
+  const char *train, *infer;
+  const rt_cluster *cluster;
+  rt_placement placement;
+  int domain_gpus;     /* 0: the cluster's job_gpus_per_domain */
+} rt_job_spec;
+
+int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e);
+void rt_job_free(rt_job *job);
+
+/* One shard as a rank holds it in memory. */
+typedef struct rt_shard {
+  int tensor, rank;
+  rt_box box;
+  int buffer;
+  int64_t byte_offset;
+  int64_t strides[RT_MAXD]; /* elements */
+} rt_shard;
+
+typedef void (*rt_shard_fn)(const rt_shard *s, void *arg);
+/* Every non-empty shard of a side, with its local memory layout: trainer
+ * ranks keep one contiguous buffer per dtype (Megatron's parameter
+ * buffers: 0 bf16, 1 f32) in tensor order; inference ranks one buffer per
+ * parameter, fused ones shared (vLLM's qkv_proj, gate_up_proj,
+ * fused_qkv_a_proj, w13_weight). Returns the number of shards. */
+int64_t rt_job_shards(const rt_job *job, rs_side side, rt_shard_fn fn,
+                      void *arg);
+
+/* Build a context (world ranks, domains set) and both layouts. */
+int rt_job_layouts(const rt_job *job, rs_context **ctx, rs_layout **src,
+                   rs_layout **dst, rt_err *e);
+
+/* "train r12 (pp0 tp0 dp12 ep12)", "infer r140 (dp1 tp4)" */
+void rt_job_rank_name(const rt_job *job, int rank, char *buf, size_t n);
+
+/* The distinct boxes of one tensor on one side, each with its holders. */
+typedef struct rt_group {
+  rt_box box;
+  int n;      /* holders */
+  int *ranks; /* ascending */
+} rt_group;
+
+typedef struct rt_groups {
+  rt_group *g;
+  int n;
+  int *pool;
+} rt_groups;
+
+void rt_groups_from_mesh(const rt_mesh *mesh, const rt_tensor *t,
+                         rt_groups *out);
+void rt_groups_free(rt_groups *g);
+
+#endif

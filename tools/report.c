@@ -1,0 +1,372 @@
+/* Running the model and presenting it. */
+#include "report.h"
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct worker {
+  const rt_job *job;
+  rt_report *r;
+  rt_err err;
+  int rc;
+  atomic_int phase; /* index into phases[] */
+  atomic_int done;
+} worker;
+
+static const char *phases[] = {"building layouts", "planning (rs_plan_create)",
+                               "modelling our plan",
+                               "modelling the reference's algorithms",
+                               "modelling gather-and-broadcast",
+                               "computing the lower bound", "done"};
+
+static int run(worker *w) {
+  const rt_job *job = w->job;
+  rt_report *r = w->r;
+  rt_err *e = &w->err;
+  double t0 = rt_now();
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  atomic_store(&w->phase, 0);
+  if (rt_job_layouts(job, &ctx, &src, &dst, e)) return -1;
+  if (r->opt.staging_bytes > 0) {
+    rs_status st = rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES,
+                                        r->opt.staging_bytes);
+    if (st != RS_OK) {
+      rt_fail(e, "--staging-mib: %s", rs_context_last_error(ctx));
+      rs_layout_destroy(src);
+      rs_layout_destroy(dst);
+      rs_context_destroy(ctx);
+      return -1;
+    }
+  }
+  rs_context_get_param(ctx, RS_PARAM_STAGING_BYTES, &r->staging_setting);
+  double t1 = rt_now();
+  r->layout_s = t1 - t0;
+  atomic_store(&w->phase, 1);
+  rs_plan *plan = NULL;
+  rs_status st = rs_plan_create(src, dst, &plan);
+  r->plan_s = rt_now() - t1;
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  if (st != RS_OK) {
+    rt_fail(e, "rs_plan_create: %s: %s", rs_status_name(st),
+            rs_context_last_error(ctx));
+    rs_context_destroy(ctx);
+    return -1;
+  }
+  double t2 = rt_now();
+  rs_plan_num_moves(plan, &r->moves);
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_ROUNDS, &r->rounds);
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_STAGING_BYTES, &r->staging_peak);
+  atomic_store(&w->phase, 2);
+  rt_load_init(&r->ours_load, job->world);
+  if (r->opt.matrix)
+    r->matrix = rt_xcalloc((size_t)job->world * (size_t)job->world,
+                           sizeof *r->matrix);
+  int rc = rt_strategy_ours(job, plan, &r->ours_load, r->matrix, &r->ours,
+                            &r->messages, &r->bytes_local, e);
+  rs_plan_destroy(plan);
+  rs_context_destroy(ctx);
+  if (rc) return -1;
+  atomic_store(&w->phase, 3);
+  rt_load l;
+  rt_load_init(&l, job->world);
+  rt_strategy_reference(job, true, &l, &r->hier, &r->hier_stats);
+  rt_load_clear(&l);
+  rt_strategy_reference(job, false, &l, &r->direct, &r->direct_stats);
+  rt_load_free(&l);
+  atomic_store(&w->phase, 4);
+  rt_strategy_gather_bcast(job, r->opt.bucket_bytes, &r->gb_rl, &r->gb_ideal);
+  atomic_store(&w->phase, 5);
+  rt_lower_bound(job, &r->lb);
+  r->model_s = rt_now() - t2;
+  atomic_store(&w->phase, 6);
+  return 0;
+}
+
+static void *thread_main(void *arg) {
+  worker *w = arg;
+  w->rc = run(w);
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+int rt_report_run(const rt_job *job, const rt_options *opt, rt_report *out,
+                  rt_err *e) {
+  memset(out, 0, sizeof *out);
+  out->job = job;
+  out->opt = *opt;
+  if (out->opt.bucket_bytes <= 0) out->opt.bucket_bytes = 1024.0 * 1024 * 1024;
+  rt_model_totals(&job->model, &out->model_params, &out->model_bytes, NULL);
+  worker w;
+  memset(&w, 0, sizeof w);
+  w.job = job;
+  w.r = out;
+  atomic_init(&w.phase, 0);
+  atomic_init(&w.done, 0);
+  if (!opt->progress) {
+    w.rc = run(&w);
+  } else {
+    pthread_t th;
+    if (pthread_create(&th, NULL, thread_main, &w) != 0) {
+      w.rc = run(&w);
+    } else {
+      double start = rt_now();
+      int shown = 0;
+      while (!atomic_load(&w.done)) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double el = rt_now() - start;
+        if (el >= 1.0 && !atomic_load(&w.done)) {
+          int p = atomic_load(&w.phase);
+          fprintf(stderr, "\rreshard: %s ... %.1f s   ", phases[p], el);
+          fflush(stderr);
+          shown = 1;
+        }
+      }
+      pthread_join(th, NULL);
+      if (shown) {
+        fprintf(stderr, "\r%-72s\r", "");
+        fflush(stderr);
+      }
+    }
+  }
+  if (w.rc) {
+    if (e) *e = w.err;
+    rt_report_free(out);
+    return -1;
+  }
+  return 0;
+}
+
+void rt_report_free(rt_report *r) {
+  if (!r) return;
+  rt_load_free(&r->ours_load);
+  free(r->matrix);
+  r->matrix = NULL;
+}
+
+/* ---- table ----------------------------------------------------------------- */
+
+static void hot_text(const rt_report *r, const rt_result *res, char *buf,
+                     size_t n) {
+  if (res->hot.rank < 0) {
+    snprintf(buf, n, "%s", res->note);
+    return;
+  }
+  char who[128], b[32];
+  rt_job_rank_name(r->job, res->hot.rank, who, sizeof who);
+  snprintf(buf, n, "%s of %s: %s, %.0f msgs, %.3f s (%.2fx the mean)",
+           rt_link_name(res->hot.link), who, rt_fmt_bytes(res->hot.bytes, b, sizeof b),
+           res->hot.msgs, res->hot.time,
+           res->hot.mean_time > 0 ? res->hot.time / res->hot.mean_time : 0);
+}
+
+static void domain_span(const rt_job *job, int from, int to, char *buf,
+                        size_t n) {
+  int a = job->domain[from], b = job->domain[to - 1];
+  if (a == b)
+    snprintf(buf, n, "%d", a);
+  else
+    snprintf(buf, n, "%d-%d", a, b);
+}
+
+void rt_report_print(const rt_report *r, FILE *f) {
+  const rt_job *job = r->job;
+  const rt_cluster *c = &job->cluster;
+  bool moe = rt_model_is_moe(job->model.info);
+  char tr[160], in[96], b1[32], b2[32], b3[32], d1[32], d2[32];
+  rt_train_describe(&job->train, moe, tr, sizeof tr);
+  rt_infer_describe(&job->infer, moe, in, sizeof in);
+  domain_span(job, 0, job->ntrain, d1, sizeof d1);
+  domain_span(job, job->ntrain, job->world, d2, sizeof d2);
+  fprintf(f, "reshard plan: %s, %.2fe9 params (published %.2fe9), %s bf16, "
+             "%d tensors\n",
+          job->model.info->name, r->model_params / 1e9,
+          job->model.info->published_params / 1e9,
+          rt_fmt_bytes(r->model_bytes, b1, sizeof b1), job->model.n);
+  fprintf(f, "train  : %d GPUs, ranks 0-%d, %s, Megatron order, domains %s\n",
+          job->ntrain, job->ntrain - 1, tr, d1);
+  fprintf(f, "infer  : %d GPUs, ranks %d-%d, %s, vLLM fused buffers, "
+             "domains %s\n",
+          job->ninfer, job->ntrain, job->world - 1, in, d2);
+  fprintf(f, "cluster: %s, %d of %d GPUs per NVLink domain used (%s "
+             "placement); per GPU: NVLink %.0f GB/s, NIC %.0f GB/s per "
+             "direction; latency %.0f/%.0f us (NVLink/NIC)\n",
+          c->name, job->domain_gpus, c->gpus_per_domain,
+          job->placement == RT_PLACE_SPLIT ? "split" : "packed",
+          c->nvl_bw / 1e9, c->nic_bw / 1e9, c->nvl_lat * 1e6,
+          c->nic_lat * 1e6);
+  fprintf(f, "plan   : %lld moves, %lld rounds, %.0f messages, staging "
+             "%.0f MiB/rank (peak %.0f MiB); layouts %.2f s, plan %.2f s, "
+             "model %.2f s\n",
+          (long long)r->moves, (long long)r->rounds, r->messages,
+          (double)r->staging_setting / (1 << 20),
+          (double)r->staging_peak / (1 << 20), r->layout_s, r->plan_s,
+          r->model_s);
+  fprintf(f, "bytes  : across domains %s (must cross: %s), inside domains "
+             "%s, local %s\n\n",
+          rt_fmt_bytes(r->ours.bytes_inter, b1, sizeof b1),
+          rt_fmt_bytes(r->lb.bytes_inter, b2, sizeof b2),
+          rt_fmt_bytes(r->ours.bytes_intra, b3, sizeof b3),
+          rt_fmt_bytes(r->bytes_local, d1, sizeof d1));
+  fprintf(f, "%-34s %10s %9s %11s %11s  %s\n", "strategy", "time [s]",
+          "vs ours", "across", "inside", "hot spot / note");
+  const rt_result *rows[] = {&r->ours, &r->hier, &r->direct, &r->gb_rl,
+                             &r->gb_ideal, &r->lb};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const rt_result *x = rows[i];
+    char hot[640];
+    hot_text(r, x, hot, sizeof hot);
+    fprintf(f, "%-34s %10.3f %8.2fx %11s %11s  %s\n", x->label, x->time,
+            r->ours.time > 0 ? x->time / r->ours.time : 0,
+            rt_fmt_bytes(x->bytes_inter, b1, sizeof b1),
+            x == &r->lb ? "-" : rt_fmt_bytes(x->bytes_intra, b2, sizeof b2),
+            hot);
+  }
+  const rt_result *notes[] = {&r->hier, &r->direct};
+  fprintf(f, "\n");
+  for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
+    fprintf(f, "%-34s %s\n", notes[i]->label, notes[i]->note);
+  double q = r->lb.time > 0 ? r->ours.time / r->lb.time : 0;
+  fprintf(f, "\nspeedup of our plan: %.2fx over the reference's "
+             "hierarchical, %.2fx over direct point-to-point, %.2fx over "
+             "gather+broadcast as RL frameworks run it, %.2fx over the "
+             "ideal gather+broadcast\n",
+          r->hier.time / r->ours.time, r->direct.time / r->ours.time,
+          r->gb_rl.time / r->ours.time, r->gb_ideal.time / r->ours.time);
+  fprintf(f, "plan quality (ours / lower bound): %.3f\n", q);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static json_object *jd(double v) { return json_object_new_double(v); }
+static json_object *ji(int64_t v) { return json_object_new_int64(v); }
+static json_object *js(const char *s) { return json_object_new_string(s); }
+
+static json_object *result_json(const rt_report *r, const rt_result *x) {
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "key", js(x->key));
+  json_object_object_add(o, "label", js(x->label));
+  json_object_object_add(o, "time_s", jd(x->time));
+  json_object_object_add(o, "bytes_inter", jd(x->bytes_inter));
+  json_object_object_add(o, "bytes_intra", jd(x->bytes_intra));
+  if (r->ours.time > 0 && x != &r->ours)
+    json_object_object_add(o, "vs_ours", jd(x->time / r->ours.time));
+  if (x->hot.rank >= 0) {
+    char who[128];
+    rt_job_rank_name(r->job, x->hot.rank, who, sizeof who);
+    json_object *h = json_object_new_object();
+    json_object_object_add(h, "rank", ji(x->hot.rank));
+    json_object_object_add(h, "rank_name", js(who));
+    json_object_object_add(h, "link", js(rt_link_key(x->hot.link)));
+    json_object_object_add(h, "bytes", jd(x->hot.bytes));
+    json_object_object_add(h, "messages", jd(x->hot.msgs));
+    json_object_object_add(h, "time_s", jd(x->hot.time));
+    json_object_object_add(h, "mean_time_s", jd(x->hot.mean_time));
+    json_object_object_add(o, "hot_spot", h);
+  }
+  json_object_object_add(o, "note", js(x->note));
+  return o;
+}
+
+char *rt_report_json(const rt_report *r) {
+  const rt_job *job = r->job;
+  const rt_cluster *c = &job->cluster;
+  json_object *root = json_object_new_object();
+  json_object *m = json_object_new_object();
+  json_object_object_add(m, "name", js(job->model.info->name));
+  json_object_object_add(m, "params", jd(r->model_params));
+  json_object_object_add(m, "published_params",
+                         jd(job->model.info->published_params));
+  json_object_object_add(m, "bytes", jd(r->model_bytes));
+  json_object_object_add(m, "tensors", ji(job->model.n));
+  json_object_object_add(root, "model", m);
+  json_object *t = json_object_new_object();
+  const rt_train *tr = &job->train;
+  json_object_object_add(t, "gpus", ji(tr->world));
+  json_object_object_add(t, "tp", ji(tr->tp));
+  json_object_object_add(t, "cp", ji(tr->cp));
+  json_object_object_add(t, "ep", ji(tr->ep));
+  json_object_object_add(t, "etp", ji(tr->etp));
+  json_object_object_add(t, "pp", ji(tr->pp));
+  json_object_object_add(t, "dp", ji(tr->dp));
+  json_object_object_add(t, "edp", ji(tr->edp));
+  json_object_object_add(t, "fsdp", json_object_new_boolean(tr->fsdp));
+  json_object_object_add(t, "first_rank", ji(0));
+  json_object_object_add(root, "train", t);
+  json_object *in = json_object_new_object();
+  json_object_object_add(in, "gpus", ji(job->infer.world));
+  json_object_object_add(in, "tp", ji(job->infer.tp));
+  json_object_object_add(in, "dp", ji(job->infer.dp));
+  json_object_object_add(in, "ep", ji(job->infer.ep));
+  json_object_object_add(in, "first_rank", ji(job->ntrain));
+  json_object_object_add(root, "infer", in);
+  json_object *cl = json_object_new_object();
+  json_object_object_add(cl, "name", js(c->name));
+  json_object_object_add(cl, "gpus_per_domain", ji(c->gpus_per_domain));
+  json_object_object_add(cl, "job_gpus_per_domain", ji(job->domain_gpus));
+  json_object_object_add(cl, "placement",
+                         js(job->placement == RT_PLACE_SPLIT ? "split" : "packed"));
+  json_object_object_add(cl, "nvlink_bytes_per_s", jd(c->nvl_bw));
+  json_object_object_add(cl, "nic_bytes_per_s", jd(c->nic_bw));
+  json_object_object_add(cl, "nvlink_latency_s", jd(c->nvl_lat));
+  json_object_object_add(cl, "nic_latency_s", jd(c->nic_lat));
+  json_object_object_add(cl, "bcast_bytes_per_s", jd(rt_bcast_bw(job)));
+  json_object_object_add(cl, "domains", ji(job->ndomains));
+  json_object_object_add(root, "cluster", cl);
+  json_object *p = json_object_new_object();
+  json_object_object_add(p, "moves", ji(r->moves));
+  json_object_object_add(p, "rounds", ji(r->rounds));
+  json_object_object_add(p, "messages", jd(r->messages));
+  json_object_object_add(p, "staging_setting_bytes", ji(r->staging_setting));
+  json_object_object_add(p, "staging_peak_bytes", ji(r->staging_peak));
+  json_object_object_add(p, "layout_s", jd(r->layout_s));
+  json_object_object_add(p, "create_s", jd(r->plan_s));
+  json_object_object_add(p, "model_s", jd(r->model_s));
+  json_object_object_add(p, "bytes_inter", jd(r->ours.bytes_inter));
+  json_object_object_add(p, "bytes_intra", jd(r->ours.bytes_intra));
+  json_object_object_add(p, "bytes_local", jd(r->bytes_local));
+  json_object_object_add(p, "bytes_must_cross", jd(r->lb.bytes_inter));
+  json_object_object_add(root, "plan", p);
+  json_object *s = json_object_new_array();
+  const rt_result *rows[] = {&r->ours, &r->hier, &r->direct, &r->gb_rl,
+                             &r->gb_ideal, &r->lb};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    json_object *o = result_json(r, rows[i]);
+    const rt_ref_stats *st = rows[i] == &r->hier     ? &r->hier_stats
+                             : rows[i] == &r->direct ? &r->direct_stats
+                                                     : NULL;
+    if (st) {
+      json_object_object_add(o, "as_benchmarked_s", jd(st->phased_time));
+      json_object_object_add(o, "name_patterns", ji(st->patterns));
+      json_object_object_add(o, "tensors_outside_rules",
+                             ji(st->tensors_adapted));
+      json_object_object_add(o, "extra_bytes", jd(st->extra_bytes));
+      json_object_object_add(o, "pregather_s", jd(st->pregather_time));
+    }
+    json_object_array_add(s, o);
+  }
+  json_object_object_add(root, "strategies", s);
+  json_object *sp = json_object_new_object();
+  json_object_object_add(sp, "vs_hierarchical", jd(r->hier.time / r->ours.time));
+  json_object_object_add(sp, "vs_direct", jd(r->direct.time / r->ours.time));
+  json_object_object_add(sp, "vs_gather_bcast_rl", jd(r->gb_rl.time / r->ours.time));
+  json_object_object_add(sp, "vs_gather_bcast_ideal",
+                         jd(r->gb_ideal.time / r->ours.time));
+  json_object_object_add(root, "speedups", sp);
+  json_object_object_add(root, "plan_quality",
+                         jd(r->lb.time > 0 ? r->ours.time / r->lb.time : 0));
+  json_object_object_add(root, "hierarchical_vs_direct",
+                         jd(r->hier.time > 0 ? r->direct.time / r->hier.time : 0));
+  const char *text = json_object_to_json_string_ext(
+      root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
+  char *out = rt_xstrdup(text);
+  json_object_put(root);
+  return out;
+}

@@ -1,0 +1,39 @@
+/* One run of the model: build the layouts, plan with libreshard, model
+ * every strategy on the same links, and present the figures as a table or
+ * JSON. */
+#ifndef RT_REPORT_H
+#define RT_REPORT_H
+
+#include <stdio.h>
+
+#include "strategies.h"
+
+typedef struct rt_options {
+  int64_t staging_bytes; /* RS_PARAM_STAGING_BYTES; 0: the library default */
+  double bucket_bytes;   /* gather-and-broadcast bucket (default 1 GiB) */
+  bool matrix;           /* keep the rank-to-rank bytes (for the SVG) */
+  bool progress;         /* a progress line on stderr after one second */
+} rt_options;
+
+typedef struct rt_report {
+  const rt_job *job;
+  rt_options opt;
+  double layout_s, plan_s, model_s; /* wall seconds of each phase */
+  int64_t moves, rounds, staging_peak, staging_setting;
+  double messages, bytes_local;
+  double model_params, model_bytes;
+  rt_result ours, hier, direct, gb_rl, gb_ideal, lb;
+  rt_ref_stats hier_stats, direct_stats;
+  rt_load ours_load;
+  double *matrix; /* world*world, [src*world + dst]; NULL unless asked */
+} rt_report;
+
+int rt_report_run(const rt_job *job, const rt_options *opt, rt_report *out,
+                  rt_err *e);
+void rt_report_free(rt_report *r);
+/* The human table. */
+void rt_report_print(const rt_report *r, FILE *f);
+/* The same as JSON (malloc'd text, caller frees). */
+char *rt_report_json(const rt_report *r);
+
+#endif

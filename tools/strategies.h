@@ -1,0 +1,74 @@
+/* The strategies the cost model compares, all on the same links:
+ * - ours: the libreshard plan, move by move;
+ * - the reference's (NVIDIA nccl_m2n) hierarchical algorithm as it
+ *   documents it, and its direct point-to-point algorithm;
+ * - gather-and-broadcast as RL frameworks run it, and an ideal variant;
+ * - the lower bound. */
+#ifndef RT_STRATEGIES_H
+#define RT_STRATEGIES_H
+
+#include "cost.h"
+#include "job.h"
+
+typedef struct rt_result {
+  const char *key;   /* ours, hierarchical, direct, gb_rl, gb_ideal, lower_bound */
+  const char *label;
+  double time;       /* seconds */
+  double bytes_inter, bytes_intra;
+  rt_hot hot;        /* the slowest link (rank -1: not a link figure) */
+  char note[512];
+} rt_result;
+
+/* Our plan: RS_ROUTE_INTER moves load the sender's NIC out and the
+ * receiver's NIC in, RS_ROUTE_INTRA moves NVLink; one message per
+ * (round, sender, receiver). load must be initialised for job->world;
+ * matrix (may be NULL) gets world*world bytes, [src*world + dst]. */
+int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
+                     double *matrix, rt_result *res, double *messages,
+                     double *bytes_local, rt_err *e);
+
+/* What the reference's layout rules forced for one model. */
+typedef struct rt_ref_stats {
+  int tensors_adapted;   /* tensors outside its rules */
+  int pregathered;       /* source had to be gathered first */
+  int coarsened;         /* destination got a superset */
+  int padded;            /* uneven shards padded */
+  double extra_bytes;    /* bytes beyond the plain algorithm's */
+  double pregather_time; /* seconds of the separate pre-gather step */
+  /* As the reference's model bench times it: the tensors of one name
+   * pattern (layer index replaced by X) run together, patterns one after
+   * another with a barrier, and the per-pattern times add up. */
+  double phased_time;
+  int patterns;
+  /* Reshard calls on the critical path of that bench: per pattern, the
+   * most tensors one pipeline stage's communicator runs one after
+   * another. */
+  int serial_calls;
+} rt_ref_stats;
+
+/* The reference's algorithms. hierarchical: node-aware load balance (whole
+ * destination domains per source replica), one injection per destination
+ * domain at leaders spread over the domain's replicas, a ring across the
+ * domains of a replica's range, NVLink fan-out inside each. Otherwise
+ * direct: every destination rank fetched from the source replica a
+ * uniform load balance gives it. Layouts outside its rules (one sharded
+ * mesh axis per side, even shards, at most 16 source shards per
+ * destination shard) are first brought inside them: a pre-gather on the
+ * source, a coarser destination, padding. */
+void rt_strategy_reference(const rt_job *job, bool hierarchical, rt_load *load,
+                           rt_result *res, rt_ref_stats *stats);
+
+/* Gather-and-broadcast. rl: per pipeline stage, per bucket of at most
+ * bucket_bytes, gather the full tensors on the stage's first rank, then
+ * one NCCL broadcast to every inference rank, the two steps in sequence.
+ * ideal: the whole model in one perfectly pipelined ring broadcast. */
+void rt_strategy_gather_bcast(const rt_job *job, double bucket_bytes,
+                              rt_result *rl, rt_result *ideal);
+/* The broadcast rate both variants use, bytes/s. */
+double rt_bcast_bw(const rt_job *job);
+
+/* The lower bound: the largest over links of the bytes that must cross
+ * them divided by their bandwidth (see docs/MODEL.md for the terms). */
+void rt_lower_bound(const rt_job *job, rt_result *res);
+
+#endif
