@@ -299,7 +299,8 @@ static void stream_moves(const exec_state *ex, const segment *g, char *stream,
 
 typedef struct step {
   int32_t round, stage;
-  int64_t first, n; /* into mine[] */
+  int64_t first, n;  /* into mine[] */
+  bool reads_dst;    /* sends bytes that arrived here in an earlier round */
 } step;
 
 typedef struct arrival {
@@ -411,7 +412,10 @@ static rs_status run_steps(rank_run *rr, const step *steps, int64_t nsteps) {
   if (nsteps == 0) return RS_OK;
   RSI_TRY(begin_step(rr, &steps[0], 0));
   for (int64_t i = 0; i < nsteps; i++) {
-    bool overlap = i + 1 < nsteps && steps[i + 1].stage == 0;
+    /* Begin the next step early only when it reads nothing this one may
+     * still be writing: source shards, not bytes that are arriving. */
+    bool overlap = i + 1 < nsteps && steps[i + 1].stage == 0 &&
+                   !steps[i + 1].reads_dst;
     if (overlap) RSI_TRY(begin_step(rr, &steps[i + 1], (int)((i + 1) % 2)));
     RSI_TRY(finish_step(rr, &steps[i], (int)(i % 2)));
     if (!overlap && i + 1 < nsteps)
@@ -440,9 +444,13 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
     if (m->src_rank != me && m->dst_rank != me) continue;
     step *last = nsteps ? &steps[nsteps - 1] : NULL;
     if (!last || last->round != m->round || last->stage != m->stage) {
-      steps[nsteps++] = (step){m->round, m->stage, k, 0};
+      steps[nsteps++] = (step){m->round, m->stage, k, 0, false};
       used = 0;
     }
+    if (m->src_rank == me)
+      for (int64_t j = m->first_move; j < m->first_move + m->nmoves; j++)
+        if (plan->moves[j].src_kind != RSI_EP_SRC)
+          steps[nsteps - 1].reads_dst = true;
     steps[nsteps - 1].n++;
     mine[k++] = i;
     if (m->src_rank != m->dst_rank) used += step_staging(plan, m);

@@ -13,8 +13,13 @@
  * covering it, and each piece crosses into the domain once (to the needer
  * with the least inter-domain receive load so far), which then forwards it to
  * the other needers over the domain's fabric. A piece whose source has a
- * replica inside the domain never crosses at all. Source replicas are
- * chosen by least send load so far. */
+ * replica inside the domain never crosses at all. The sender into a domain
+ * is the least loaded (bytes sent across domains so far) of the source
+ * replicas and of the ranks of earlier domains that already hold the whole
+ * piece in their destination memory: a destination domain relays to the
+ * next one in a later round, so the sources' network links are not the
+ * limit when there are many more destination domains than replicas. Relay
+ * chains are at most RELAY_DEPTH long. */
 #include "plan.h"
 
 #include <stdio.h>
@@ -48,6 +53,19 @@ typedef struct domain_entry {
   int64_t group, first, n; /* holders keys[first .. first+n) in domain */
 } domain_entry;
 
+/* Who holds a piece (source group, box) whole in destination memory after
+ * which unit: a destination domain that can relay it to the next. */
+typedef struct holder {
+  int64_t shard, unit, next; /* next holder of the same piece, -1 */
+  int32_t rank, depth;
+} holder;
+
+typedef struct piece_slot {
+  int64_t group, box, first; /* box: planner->keys_pool; first holder */
+} piece_slot;
+
+#define RELAY_DEPTH 3
+
 typedef struct planner {
   rs_plan *plan;
   rsi_err *err;
@@ -69,10 +87,20 @@ typedef struct planner {
   rsi_pool frags; /* fragments: offset[ndim], extent[ndim] each */
   rsi_pool work;  /* carving */
   /* loads, for balance */
-  int64_t *send_load, *recv_inter_load;
-  /* scheduling units */
-  int64_t *unit_end;
-  int64_t nunits, cap_units;
+  int64_t *send_load, *send_inter_load, *recv_inter_load;
+  /* scheduling units: end, the unit it must follow (-1), relay depth */
+  int64_t *unit_end, *unit_after;
+  int32_t *unit_depth;
+  int64_t nunits, cap_units, cap_after, cap_depth;
+  /* pieces held in destination memory, this tensor (open addressing) */
+  piece_slot *slots;
+  int64_t cap_slots, nslots;
+  holder *holders;
+  int64_t nholders, cap_holders;
+  rsi_pool keys_pool;
+  /* the relay chosen for the piece being delivered */
+  int64_t after;
+  int32_t depth;
 } planner;
 
 static int cmp_key(const void *x, const void *y) {
@@ -119,14 +147,118 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
   else
     m->route = RS_ROUTE_INTER;
   if (m->route != RS_ROUTE_LOCAL) p->send_load[src_rank] += m->bytes;
-  if (m->route == RS_ROUTE_INTER) p->recv_inter_load[dst_rank] += m->bytes;
+  if (m->route == RS_ROUTE_INTER) {
+    p->send_inter_load[src_rank] += m->bytes;
+    p->recv_inter_load[dst_rank] += m->bytes;
+  }
   return RS_OK;
 }
 
 static rs_status end_unit(planner *p) {
   RSI_TRY(rsi_grow((void **)&p->unit_end, &p->cap_units, p->nunits + 1,
                    sizeof *p->unit_end, 1024, p->err));
+  RSI_TRY(rsi_grow((void **)&p->unit_after, &p->cap_after, p->nunits + 1,
+                   sizeof *p->unit_after, 1024, p->err));
+  RSI_TRY(rsi_grow((void **)&p->unit_depth, &p->cap_depth, p->nunits + 1,
+                   sizeof *p->unit_depth, 1024, p->err));
+  p->unit_after[p->nunits] = p->after;
+  p->unit_depth[p->nunits] = p->depth;
   p->unit_end[p->nunits++] = p->plan->nmoves;
+  p->after = -1;
+  p->depth = 0;
+  return RS_OK;
+}
+
+/* ---- pieces held in destination memory --------------------------------- */
+
+static uint64_t piece_hash(const planner *p, int64_t gi, const int64_t *off,
+                           const int64_t *ext) {
+  uint64_t h = (uint64_t)gi * 0x9E3779B97F4A7C15ull;
+  for (int d = 0; d < p->ndim; d++)
+    h = (h ^ (uint64_t)off[d]) * 0x100000001B3ull ^ (uint64_t)ext[d] * 31u;
+  return h ^ (h >> 29);
+}
+
+/* The slot of piece (group, box); *found says whether it was there. */
+static piece_slot *piece_find(planner *p, int64_t gi, const int64_t *off,
+                              const int64_t *ext, bool *found) {
+  uint64_t mask = (uint64_t)p->cap_slots - 1;
+  for (uint64_t i = piece_hash(p, gi, off, ext) & mask;; i = (i + 1) & mask) {
+    piece_slot *s = &p->slots[i];
+    if (s->group < 0) {
+      *found = false;
+      return s;
+    }
+    const int64_t *k = p->keys_pool.v + s->box;
+    if (s->group == gi && rsi_box_equal(p->ndim, k, k + p->ndim, off, ext)) {
+      *found = true;
+      return s;
+    }
+  }
+}
+
+static rs_status clear_pieces(planner *p) {
+  if (!p->cap_slots) {
+    p->slots = malloc(1024 * sizeof *p->slots);
+    if (!p->slots) return RSI_NOMEM(p->err);
+    p->cap_slots = 1024;
+  }
+  p->nslots = p->nholders = 0;
+  p->keys_pool.n = 0;
+  for (int64_t i = 0; i < p->cap_slots; i++) p->slots[i].group = -1;
+  return RS_OK;
+}
+
+/* Record that `rank` holds the piece whole in dst shard `shard` once unit
+ * `unit` ran. */
+static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
+                            const int64_t *ext, int rank, int64_t shard,
+                            int64_t unit, int32_t depth) {
+  if ((p->nslots + 1) * 2 > p->cap_slots) { /* grow and rehash */
+    int64_t cap = p->cap_slots ? p->cap_slots * 2 : 1024;
+    piece_slot *old = p->slots;
+    int64_t old_cap = p->cap_slots;
+    p->slots = malloc((size_t)cap * sizeof *p->slots);
+    if (!p->slots) {
+      p->slots = old;
+      return RSI_NOMEM(p->err);
+    }
+    p->cap_slots = cap;
+    for (int64_t i = 0; i < cap; i++) p->slots[i].group = -1;
+    for (int64_t i = 0; i < old_cap; i++) {
+      if (old[i].group < 0) continue;
+      bool found;
+      const int64_t *k = p->keys_pool.v + old[i].box;
+      *piece_find(p, old[i].group, k, k + p->ndim, &found) = old[i];
+    }
+    free(old);
+  }
+  RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
+                   sizeof *p->holders, 1024, p->err));
+  bool found;
+  piece_slot *s = piece_find(p, gi, off, ext, &found);
+  if (!found) {
+    int64_t at = rsi_pool_push(&p->keys_pool, off, p->ndim, p->err);
+    if (at < 0 || rsi_pool_push(&p->keys_pool, ext, p->ndim, p->err) < 0)
+      return RS_ERR_NO_MEMORY;
+    s = piece_find(p, gi, off, ext, &found); /* the pool may have moved */
+    *s = (piece_slot){gi, at, -1};
+    p->nslots++;
+  }
+  p->holders[p->nholders] = (holder){shard, unit, s->first, rank, depth};
+  s->first = p->nholders++;
+  return RS_OK;
+}
+
+/* Register every needer of a domain that now holds the piece whole. */
+static rs_status needers_hold(planner *p, int64_t gi, const int64_t *off,
+                              const int64_t *ext, int64_t nneed, int64_t unit,
+                              int32_t depth) {
+  for (int64_t i = 0; i < nneed; i++) {
+    const needer *n = &p->needers[i];
+    if (rsi_box_contains(p->ndim, n->off, n->ext, off, ext))
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, unit, depth));
+  }
   return RS_OK;
 }
 
@@ -181,15 +313,38 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
       RSI_TRY(push_move(p, sub_off, sub_ext, RSI_EP_SRC, best->index,
                         best->rank, RSI_EP_DST, n->shard, n->rank, 0, 0));
       RSI_TRY(end_unit(p));
+      if (rsi_box_contains(p->ndim, n->off, n->ext, off, ext))
+        RSI_TRY(piece_held(p, g - p->sgroups, off, ext, n->rank, n->shard,
+                           p->nunits - 1, 0));
     }
     return RS_OK;
   }
 
-  /* Cross once: the least loaded replica sends. */
+  /* Cross once: the least loaded across domains of the source replicas and
+   * of the earlier domains holding the piece whole sends. */
   const sort_key *src = &holders[0];
-  for (int64_t h = 1; h < g->n; h++)
-    if (p->send_load[holders[h].rank] < p->send_load[src->rank])
+  for (int64_t h = 1; h < g->n; h++) {
+    int64_t a = p->send_inter_load[holders[h].rank];
+    int64_t b = p->send_inter_load[src->rank];
+    if (a < b || (a == b && p->send_load[holders[h].rank] < p->send_load[src->rank]))
       src = &holders[h];
+  }
+  int src_kind = RSI_EP_SRC, src_rank = src->rank;
+  int64_t src_index = src->index;
+  bool known;
+  piece_slot *slot = piece_find(p, g - p->sgroups, off, ext, &known);
+  for (int64_t h = known ? slot->first : -1; h >= 0; h = p->holders[h].next) {
+    const holder *ho = &p->holders[h];
+    if (ho->depth >= RELAY_DEPTH) continue;
+    if (p->send_inter_load[ho->rank] < p->send_inter_load[src_rank]) {
+      src_kind = RSI_EP_DST;
+      src_index = ho->shard;
+      src_rank = ho->rank;
+      p->after = ho->unit;
+      p->depth = ho->depth + 1;
+    }
+  }
+  int32_t depth = p->depth;
 
   int64_t count = 0;
   const needer *only = NULL, *relay = NULL;
@@ -205,20 +360,26 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                                 p->recv_inter_load[relay->rank]))
       relay = n;
   }
-  if (count == 0) return RS_OK;
+  if (count == 0) {
+    p->after = -1;
+    p->depth = 0;
+    return RS_OK;
+  }
   if (count == 1) {
     rsi_box_intersect(p->ndim, off, ext, only->off, only->ext, sub_off,
                       sub_ext);
-    RSI_TRY(push_move(p, sub_off, sub_ext, RSI_EP_SRC, src->index, src->rank,
+    RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
                       RSI_EP_DST, only->shard, only->rank, 0, 0));
-    return end_unit(p);
+    RSI_TRY(end_unit(p));
+    return needers_hold(p, g - p->sgroups, off, ext, nneed, p->nunits - 1,
+                        depth);
   }
 
   int from_kind, from_rank;
   int64_t from_index = 0;
   if (relay) { /* lands in a needer that wants all of it, forwarded from there */
-    RSI_TRY(push_move(p, off, ext, RSI_EP_SRC, src->index, src->rank,
-                      RSI_EP_DST, relay->shard, relay->rank, 0, 0));
+    RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank, RSI_EP_DST,
+                      relay->shard, relay->rank, 0, 0));
     from_kind = RSI_EP_DST;
     from_index = relay->shard;
     from_rank = relay->rank;
@@ -233,7 +394,7 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
         at = n;
     }
     RSI_TRY(push_relay(p, at->rank, off, ext, &from_index));
-    RSI_TRY(push_move(p, off, ext, RSI_EP_SRC, src->index, src->rank,
+    RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank,
                       RSI_EP_RELAY, from_index, at->rank, 0, 0));
     from_kind = RSI_EP_RELAY;
     from_rank = at->rank;
@@ -247,7 +408,9 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     RSI_TRY(push_move(p, sub_off, sub_ext, from_kind, from_index, from_rank,
                       RSI_EP_DST, n->shard, n->rank, 1, 1));
   }
-  return end_unit(p);
+  RSI_TRY(end_unit(p));
+  return needers_hold(p, g - p->sgroups, off, ext, nneed, p->nunits - 1,
+                      depth);
 }
 
 /* Cut a piece so that one unit (first hop plus forwards) fits a round:
@@ -558,6 +721,7 @@ static int cmp_entry(const void *x, const void *y) {
 static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
                              const int64_t *dst_ids, int64_t ndst,
                              key_value *order) {
+  RSI_TRY(clear_pieces(p));
   RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_SRC], src_ids, ns, p->skeys,
                       p->sgroups, &p->nsg));
   RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_DST], dst_ids, ndst, p->dkeys,
@@ -764,8 +928,14 @@ static void planner_free(planner *p) {
   rsi_pool_free(&p->frags);
   rsi_pool_free(&p->work);
   free(p->send_load);
+  free(p->send_inter_load);
   free(p->recv_inter_load);
   free(p->unit_end);
+  free(p->unit_after);
+  free(p->unit_depth);
+  free(p->slots);
+  free(p->holders);
+  rsi_pool_free(&p->keys_pool);
 }
 
 static rs_status build(rs_plan *plan, const rs_layout *src,
@@ -834,8 +1004,10 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     order = malloc((size_t)(max_s + 1) * sizeof *order);
     p->send_load = calloc((size_t)plan->world_size, sizeof *p->send_load);
     p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
+    p->send_inter_load = calloc((size_t)plan->world_size, sizeof *p->send_inter_load);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
-        !p->cands || !order || !p->send_load || !p->recv_inter_load)
+        !p->cands || !order || !p->send_load || !p->recv_inter_load ||
+        !p->send_inter_load)
       st = RSI_NOMEM(err);
   }
   for (int t = 0; st == RS_OK && t < plan->ntensors; t++) {
@@ -850,7 +1022,9 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   free(sids);
   free(dfirst);
   free(dids);
-  if (st == RS_OK) st = rsi_plan_schedule(plan, p->unit_end, p->nunits, err);
+  if (st == RS_OK)
+    st = rsi_plan_schedule(plan, p->unit_end, p->unit_after, p->unit_depth,
+                           p->nunits, err);
   if (st == RS_OK) fingerprint(plan);
   return st;
 }
@@ -872,6 +1046,7 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
   planner p = {0};
   p.plan = plan;
   p.err = err;
+  p.after = -1;
   rs_status st = build(plan, src, dst, &p);
   planner_free(&p);
   if (st != RS_OK) {

@@ -88,9 +88,13 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
 void rsi_plan_destroy(rs_plan *plan);
 
 /* plan_rounds.c: rounds, relay slots, messages and per-rank figures.
- * unit_end[u] is one past the last move of scheduling unit u. */
+ * unit_end[u] is one past the last move of scheduling unit u; unit u must
+ * run in a later round than unit unit_after[u] (-1: none), whose bytes it
+ * relays; unit_depth[u] is how many relays precede it. */
 rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
-                            int64_t nunits, rsi_err *err);
+                            const int64_t *unit_after,
+                            const int32_t *unit_depth, int64_t nunits,
+                            rsi_err *err);
 
 /* plan_json.c */
 rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,

@@ -61,15 +61,17 @@ static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
   if (relay) rr[rank].cost += ALIGN(bytes, 64);
 }
 
-/* The earliest round where every touched rank has room for its cost. */
+/* The earliest round from `lo` on where every touched rank has room for
+ * its cost. */
 static int32_t first_fit(const rank_round *rr, const int32_t *touched, int nt,
-                         int64_t cap) {
-  int32_t lo = 0, hi = 0;
+                         int64_t cap, int32_t lo) {
+  int32_t hi = lo;
   for (int i = 0; i < nt; i++) {
     const rank_round *q = &rr[touched[i]];
     if (q->cur - WINDOW + 1 > lo) lo = q->cur - WINDOW + 1;
     if (q->cur + 1 > hi) hi = q->cur + 1;
   }
+  if (hi < lo) hi = lo;
   for (int32_t r = lo; r < hi; r++) {
     bool fits = true;
     for (int i = 0; i < nt && fits; i++) {
@@ -83,20 +85,24 @@ static int32_t first_fit(const rank_round *rr, const int32_t *touched, int nt,
 
 typedef struct unit_key {
   int64_t wave;
-  int32_t sender;
+  int32_t depth, sender;
   int64_t unit;
 } unit_key;
 
 static int cmp_unit_key(const void *x, const void *y) {
   const unit_key *a = x, *b = y;
   if (a->wave != b->wave) return a->wave < b->wave ? -1 : 1;
+  if (a->depth != b->depth) return a->depth < b->depth ? -1 : 1;
   if (a->sender != b->sender) return a->sender < b->sender ? -1 : 1;
   return (a->unit > b->unit) - (a->unit < b->unit);
 }
 
-/* The order units are scheduled in: by wave, then sender, then plan order. */
+/* The order units are scheduled in: by wave, relay depth, sender, plan
+ * order. A relaying unit is in no earlier wave than the unit it follows,
+ * and deeper, so it is placed after it. */
 static unit_key *wave_order(const rs_plan *plan, const int64_t *unit_end,
-                            int64_t nunits) {
+                            const int64_t *unit_after,
+                            const int32_t *unit_depth, int64_t nunits) {
   unit_key *keys = malloc((size_t)(nunits ? nunits : 1) * sizeof *keys);
   int64_t *sent = calloc((size_t)plan->world_size, sizeof *sent);
   if (!keys || !sent) {
@@ -109,8 +115,10 @@ static unit_key *wave_order(const rs_plan *plan, const int64_t *unit_end,
     const rsi_move *first = &plan->moves[begin];
     int64_t bytes = 0;
     for (int64_t i = begin; i < unit_end[u]; i++) bytes += plan->moves[i].bytes;
-    keys[u] = (unit_key){sent[first->src_rank] / plan->round_capacity,
-                         first->src_rank, u};
+    int64_t wave = sent[first->src_rank] / plan->round_capacity;
+    if (unit_after[u] >= 0 && keys[unit_after[u]].wave > wave)
+      wave = keys[unit_after[u]].wave;
+    keys[u] = (unit_key){wave, unit_depth[u], first->src_rank, u};
     sent[first->src_rank] += bytes;
   }
   qsort(keys, (size_t)nunits, sizeof *keys, cmp_unit_key);
@@ -119,17 +127,22 @@ static unit_key *wave_order(const rs_plan *plan, const int64_t *unit_end,
 }
 
 static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
-                               int64_t nunits, rsi_err *err) {
+                               const int64_t *unit_after,
+                               const int32_t *unit_depth, int64_t nunits,
+                               rsi_err *err) {
   int W = plan->world_size;
   rank_round *rr = calloc((size_t)W, sizeof *rr);
   int32_t *touched = malloc((size_t)W * sizeof *touched);
-  unit_key *order = wave_order(plan, unit_end, nunits);
+  unit_key *order = wave_order(plan, unit_end, unit_after, unit_depth, nunits);
+  int32_t *unit_round = malloc((size_t)(nunits ? nunits : 1) * sizeof *unit_round);
   plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
   plan->stats = calloc((size_t)W, sizeof *plan->stats);
-  if (!rr || !touched || !order || !plan->relay_bytes || !plan->stats) {
+  if (!rr || !touched || !order || !unit_round || !plan->relay_bytes ||
+      !plan->stats) {
     free(rr);
     free(touched);
     free(order);
+    free(unit_round);
     return RSI_NOMEM(err);
   }
   int64_t cap = plan->round_capacity;
@@ -147,8 +160,11 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
       add_cost(rr, touched, &nt, m->dst_rank, m->bytes,
                m->dst_kind == RSI_EP_RELAY);
     }
-    int32_t r = nt ? first_fit(rr, touched, nt, cap)
+    int32_t lo = unit_after[u] >= 0 ? unit_round[unit_after[u]] + 1 : 0;
+    int32_t r = nt ? first_fit(rr, touched, nt, cap, lo)
                    : rr[plan->moves[begin].src_rank].cur;
+    if (r < lo) r = lo;
+    unit_round[u] = r;
     for (int i = 0; i < nt; i++) {
       int rank = touched[i];
       rank_round *q = &rr[rank];
@@ -177,6 +193,7 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
   free(rr);
   free(touched);
   free(order);
+  free(unit_round);
   return RS_OK;
 }
 
@@ -253,8 +270,10 @@ static void count_stats(rs_plan *plan) {
 }
 
 rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
-                            int64_t nunits, rsi_err *err) {
-  RSI_TRY(assign_rounds(plan, unit_end, nunits, err));
+                            const int64_t *unit_after,
+                            const int32_t *unit_depth, int64_t nunits,
+                            rsi_err *err) {
+  RSI_TRY(assign_rounds(plan, unit_end, unit_after, unit_depth, nunits, err));
   RSI_TRY(make_messages(plan, err));
   count_stats(plan);
   return RS_OK;
