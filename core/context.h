@@ -24,6 +24,8 @@ struct rs_context {
   int64_t integrity;
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
+  char *scratch; /* executor staging, reused and kept until destroy */
+  int64_t scratch_bytes;
   rsi_err err;
 };
 
@@ -38,6 +40,9 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
 /* RS_ERR_TRANSPORT, with the reason, once a transfer or exchange failed
  * part-way on this context (fail-stop). */
 rs_status rsi_context_usable(rs_context *ctx);
+
+/* At least `bytes` of staging owned by the context, in *out. */
+rs_status rsi_context_scratch(rs_context *ctx, int64_t bytes, char **out);
 
 /* True when this process drives rank r. */
 static inline int rsi_context_drives(const rs_context *ctx, int r) {

@@ -42,13 +42,14 @@ rs_status rsi_dtensor_box(int ndim, const int64_t *shape, int mesh_ndim,
                       p, a, ndim);
     int64_t size = extent[p], n = mesh_shape[a];
     int64_t chunk = size / n + (size % n != 0);
-    int64_t start = chunk * coord[a];
-    if (start >= size) { /* empty: sits at the end, as DTensor puts it */
+    int64_t start;
+    if (__builtin_mul_overflow(chunk, coord[a], &start) || start >= size) {
+      /* empty: sits at the end, as DTensor puts it */
       offset[p] += size;
       extent[p] = 0;
     } else {
       offset[p] += start;
-      extent[p] = (start + chunk < size ? start + chunk : size) - start;
+      extent[p] = chunk < size - start ? chunk : size - start;
     }
   }
   return RS_OK;

@@ -424,8 +424,9 @@ static rs_status run_steps(rank_run *rr, const step *steps, int64_t nsteps) {
   return RS_OK;
 }
 
-static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
+static rs_status run_one_rank(exec_state *ex, rs_context *ctx,
                               rsi_err *err) {
+  rsi_transport *tp = ctx->transport;
   const rs_plan *plan = ex->plan;
   int me = plan->ctx->rank;
   int64_t n = 0;
@@ -458,8 +459,10 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
   }
   rank_run rr = {ex, tp, me, plan->ctx->timeout_ms, mine, {0}, {0}, {0}, {0}, {0}};
   int64_t relay = plan->relay_bytes[me];
-  char *area = malloc((size_t)(2 * (staging + relay) + 1));
-  rs_status st = area ? RS_OK : RSI_NOMEM(err);
+  /* Staging belongs to the context: sends abandoned after a failure may
+   * still read it, so it lives until the context does. */
+  char *area = NULL;
+  rs_status st = rsi_context_scratch(ctx, 2 * (staging + relay) + 1, &area);
   if (st == RS_OK) {
     rr.staging[0] = area;
     rr.staging[1] = area + staging;
@@ -468,7 +471,6 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
     st = run_steps(&rr, steps, nsteps);
     if (st != RS_OK) tp->ops->abandon(tp);
   }
-  free(area);
   free(mine);
   free(steps);
   free(rr.arrivals[0]);
@@ -478,18 +480,31 @@ static rs_status run_one_rank(exec_state *ex, rsi_transport *tp,
 
 /* Before the first run, every rank must hold the same plan inputs: each
  * sends its section hashes to every other (point to point, so a rank that
- * never calls is named by the timeout); all see all and reach one verdict. */
+ * never calls is named by the timeout); all see all and reach one verdict.
+ * The message carries its own checksum whatever the integrity setting (the
+ * setting is among what is being compared), so a damaged one is called
+ * corrupt, not a mismatch. */
+enum { AGREE_WORDS = 5 };
+
+static uint64_t agree_sum(const uint64_t *words) {
+  uint64_t h = 14695981039346656037ull;
+  for (int i = 0; i < AGREE_WORDS - 1; i++)
+    for (int b = 0; b < 8; b++)
+      h = (h ^ ((words[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
+  return h;
+}
+
 static rs_status agree(rs_plan *plan, rsi_err *err) {
-  static const char *section[4] = {"tensor declarations", "source layout",
-                                   "destination layout",
-                                   "world, domains, staging or integrity "
-                                   "setting"};
+  static const char *section[4] = {
+      "tensor declarations", "source layout", "destination layout",
+      "world, domains, staging or integrity setting"};
   rs_context *ctx = plan->ctx;
   rsi_transport *tp = ctx->transport;
   int me = ctx->rank, world = ctx->world_size;
-  uint64_t(*all)[4] = malloc((size_t)world * sizeof *all);
+  uint64_t(*all)[AGREE_WORDS] = malloc((size_t)world * sizeof *all);
   if (!all) return RSI_NOMEM(err);
-  memcpy(all[me], plan->section_hash, sizeof all[me]);
+  memcpy(all[me], plan->section_hash, sizeof plan->section_hash);
+  all[me][AGREE_WORDS - 1] = agree_sum(all[me]);
   rs_status st = RS_OK;
   for (int r = 0; r < world && st == RS_OK; r++) {
     if (r == me) continue;
@@ -497,19 +512,25 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
     st = tp->ops->recv(tp, 0, me, r, RSI_TAG_CONTROL, all[r], sizeof all[r],
                        &data, err);
     if (st == RS_OK)
-      st = tp->ops->send(tp, 0, me, r, RSI_TAG_CONTROL, plan->section_hash,
-                         sizeof plan->section_hash, err);
+      st = tp->ops->send(tp, 0, me, r, RSI_TAG_CONTROL, all[me],
+                         sizeof all[me], err);
   }
   if (st == RS_OK) st = tp->ops->wait(tp, 0, ctx->timeout_ms, err);
   else tp->ops->abandon(tp);
+  for (int r = 0; r < world && st == RS_OK; r++)
+    if (all[r][AGREE_WORDS - 1] != agree_sum(all[r]))
+      st = RSI_FAIL(err, RS_ERR_CORRUPT,
+                    "rank %d: the fingerprint message from rank %d failed its "
+                    "checksum",
+                    me, r);
   for (int r = 1; r < world && st == RS_OK; r++)
-    for (int s = 0; s < 4; s++)
-      if (all[r][s] != all[0][s]) {
+    for (int k = 0; k < 4; k++)
+      if (all[r][k] != all[0][k]) {
         st = RSI_FAIL(err, RS_ERR_MISMATCH,
                       "rank %d and rank 0 disagree on the %s (hash %016llx "
                       "vs %016llx): every rank must build the same layouts",
-                      r, section[s], (unsigned long long)all[r][s],
-                      (unsigned long long)all[0][s]);
+                      r, section[k], (unsigned long long)all[r][k],
+                      (unsigned long long)all[0][k]);
         break;
       }
   free(all);
@@ -543,7 +564,7 @@ rs_status rsi_plan_execute(rs_plan *plan) {
   } else if (one_rank) {
     if (ctx->transport->ops->set_integrity)
       ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
-    st = run_one_rank(&ex, ctx->transport, err);
+    st = run_one_rank(&ex, ctx, err);
     if (st != RS_OK && st != RS_ERR_NO_MEMORY) ctx->failed = true;
   } else {
     int64_t at = 0;

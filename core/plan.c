@@ -66,6 +66,9 @@ typedef struct piece_slot {
 
 #define RELAY_DEPTH 3
 
+/* The most moves one plan may hold (about 100 bytes each). */
+#define MAX_MOVES ((int64_t)1 << 26)
+
 typedef struct planner {
   rs_plan *plan;
   rsi_err *err;
@@ -119,6 +122,11 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
                            int dst_kind, int64_t dst_index, int dst_rank,
                            int stage, int forwarded) {
   rs_plan *plan = p->plan;
+  if (plan->nmoves >= MAX_MOVES)
+    return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
+                    "tensor '%s': the plan would hold more than %lld moves; "
+                    "raise RS_PARAM_STAGING_BYTES or split the work",
+                    plan->tensors[p->tensor].name, (long long)MAX_MOVES);
   RSI_TRY(rsi_grow((void **)&plan->moves, &plan->cap_moves, plan->nmoves + 1,
                    sizeof *plan->moves, 1024, p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
@@ -428,6 +436,19 @@ static rs_status deliver_bounded(planner *p, const int64_t *off,
   while (d > 0 && inner * ext[d] <= limit) inner *= ext[d--];
   int64_t step = limit / inner;
   if (step < 1) step = 1;
+  /* Refuse before cutting a piece into more parts than a plan may hold. */
+  int64_t parts = ext[d] / step + (ext[d] % step != 0);
+  bool too_many = false;
+  for (int j = 0; j < d && !too_many; j++)
+    too_many = __builtin_mul_overflow(parts, ext[j], &parts);
+  if (too_many || parts > MAX_MOVES - p->plan->nmoves)
+    return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
+                    "tensor '%s': a piece of %lld elements would be cut into "
+                    "more parts (of at most %lld bytes, to fit the staging "
+                    "setting) than a plan may hold (%lld moves); raise "
+                    "RS_PARAM_STAGING_BYTES",
+                    p->plan->tensors[p->tensor].name, (long long)vol,
+                    (long long)limit, (long long)MAX_MOVES);
   int64_t coff[RSI_MAX_DIMS], cext[RSI_MAX_DIMS], idx[RSI_MAX_DIMS] = {0};
   memcpy(coff, off, (size_t)p->ndim * sizeof *off);
   memcpy(cext, ext, (size_t)p->ndim * sizeof *ext);

@@ -3,7 +3,8 @@
 # run again; does nothing but apt when everything is there.
 set -euo pipefail
 packages=(cmake gcc g++ make pkg-config libcriterion-dev libopenmpi-dev openmpi-bin
-  libjson-c-dev libxxhash-dev)
+  libjson-c-dev libxxhash-dev
+  clang libclang-rt-14-dev llvm valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

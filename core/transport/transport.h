@@ -40,6 +40,9 @@ typedef struct rsi_transport_ops {
   void (*set_integrity)(rsi_transport *t, bool on);
   /* Drop what is posted (after a failure): receives are cancelled. */
   void (*abandon)(rsi_transport *t);
+  /* Take memory that abandoned operations may still read or write, and
+   * keep it for as long as they might (NULL: nothing is ever abandoned). */
+  void (*adopt)(rsi_transport *t, void *p);
   /* Collective over all ranks (NULL for in-process): every rank gives
    * `bytes` bytes; *all (malloc'd) gets every rank's, in rank order, and
    * counts[r] (world entries, caller's) their lengths. */

@@ -180,6 +180,7 @@ static void case_mismatch_then_agree(hcase *c) {
 enum { TIMEOUT_MS = 1500, SILENT_SLEEP_MS = 4000 };
 static bool g_agree_first; /* timeout_agreed: a good execute comes first */
 static bool g_late;        /* execute_late: the silent rank executes late */
+static hbufs late_sb, late_db; /* kept until after MPI_Finalize */
 
 static void case_timeout(hcase *c) {
   int silent = 1 % h_np;
@@ -262,14 +263,20 @@ done:
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   rs_context_destroy(ctx);
-  h_bufs_free(&sb);
-  h_bufs_free(&db);
   h_model_free(&m);
   if (g_late) { /* let stray traffic land (or crash) before the verdict */
+    /* Fail-stop (docs/RELIABILITY.md): after a failed execution MPI may
+     * still read the source and write the destination buffers of the
+     * abandoned transfers, so they stay allocated until MPI_Finalize. */
+    late_sb = sb;
+    late_db = db;
     MPI_Barrier(MPI_COMM_WORLD);
     h_sleep_ms(200);
     MPI_Barrier(MPI_COMM_WORLD);
+    return;
   }
+  h_bufs_free(&sb);
+  h_bufs_free(&db);
 }
 
 /* ---- a rank late for rs_layout_allgather -------------------------------- */
@@ -382,5 +389,8 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  return h_finish();
+  int rc = h_finish(); /* MPI_Finalize: nothing can touch them after it */
+  h_bufs_free(&late_sb);
+  h_bufs_free(&late_db);
+  return rc;
 }

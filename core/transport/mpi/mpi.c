@@ -12,6 +12,7 @@
  *   RESHARD_FAULT_EXIT_AFTER_SENDS=n  the process exits right after posting
  *                                  its n-th send, as if it had died */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,20 +173,55 @@ static void release(op_group *g) {
   g->n = 0;
 }
 
-static void drop_group(op_group *g) {
+/* Memory that operations abandoned after a failure may still touch: a
+ * peer that comes late can still match them, even after the context is
+ * gone. It is kept (reachable) for the life of the process; only failed
+ * transfers add to it. */
+static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
+static void **graveyard;
+static size_t ngrave, capgrave;
+
+static void bury(mpi_transport *mt, void *p) {
+  (void)mt;
+  if (!p) return;
+  pthread_mutex_lock(&graveyard_lock);
+  if (ngrave == capgrave) {
+    size_t cap = capgrave ? capgrave * 2 : 16;
+    void **g = realloc(graveyard, cap * sizeof *g);
+    if (g) {
+      graveyard = g;
+      capgrave = cap;
+    }
+  }
+  if (ngrave < capgrave) graveyard[ngrave++] = p;
+  pthread_mutex_unlock(&graveyard_lock);
+}
+
+static void mpi_adopt(rsi_transport *t, void *p) { bury((mpi_transport *)t, p); }
+
+/* Abandon a group after a failure. A receive is cancelled; one that a
+ * dying peer left half-delivered may never complete, so it is waited for
+ * briefly and then let go. Whatever an abandoned operation may still touch
+ * is kept until the transport is destroyed. */
+static void drop_group(mpi_transport *mt, op_group *g) {
   for (int i = 0; i < g->n; i++) {
     if (g->reqs[i] == MPI_REQUEST_NULL) continue;
     if (g->info[i].is_recv) {
       MPI_Cancel(&g->reqs[i]);
-      MPI_Wait(&g->reqs[i], MPI_STATUS_IGNORE);
-    } else {
-      MPI_Request_free(&g->reqs[i]); /* completes in the background */
+      int64_t until = now_ms() + 200;
+      int done = 0;
+      while (!done && now_ms() < until) {
+        MPI_Test(&g->reqs[i], &done, MPI_STATUS_IGNORE);
+        if (!done) pause_briefly();
+      }
+      if (done) continue;
     }
+    MPI_Request_free(&g->reqs[i]); /* let it finish in the background */
+    bury(mt, g->info[i].sum);
+    bury(mt, g->info[i].owned);
+    g->info[i].sum = NULL;
+    g->info[i].owned = NULL;
   }
-  /* A send abandoned in flight may still read its bytes: leak those rather
-   * than free them under MPI. */
-  for (int i = 0; i < g->n; i++)
-    if (!g->info[i].is_recv) g->info[i].sum = g->info[i].owned = NULL;
   release(g);
 }
 
@@ -198,7 +234,7 @@ static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
     int done = 0;
     int rc = MPI_Testall(g->n, g->reqs, &done, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) {
-      drop_group(g);
+      drop_group(mt, g);
       return mpi_fail(err, rc, "MPI_Testall");
     }
     if (done) {
@@ -229,7 +265,7 @@ static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
     if (!done) break;
   }
   op_info info = g->info[late < g->n ? late : 0];
-  drop_group(g);
+  drop_group(mt, g);
   return RSI_FAIL(err, RS_ERR_TIMEOUT,
                   "rank %d: no answer from rank %d within %lld ms (%s of %zu "
                   "bytes pending); the transfer is abandoned",
@@ -239,8 +275,8 @@ static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
 
 static void mpi_abandon(rsi_transport *t) {
   mpi_transport *mt = (mpi_transport *)t;
-  drop_group(&mt->groups[0]);
-  drop_group(&mt->groups[1]);
+  drop_group(mt, &mt->groups[0]);
+  drop_group(mt, &mt->groups[1]);
 }
 
 /* Wait for one request, polling, up to the timeout. */
@@ -311,9 +347,14 @@ static rs_status mpi_allgatherv(rsi_transport *t, const void *mine,
              ? wait_one(mt, &req, timeout_ms, "MPI_Iallgatherv", err)
              : mpi_fail(err, rc, "MPI_Iallgatherv");
   }
-  if (st == RS_ERR_TIMEOUT) {
+  if (st == RS_ERR_TIMEOUT) { /* the buffers stay with the collective */
     mt->broken = true;
-    return st; /* the buffers stay with the pending collective */
+    bury(mt, c64);
+    bury(mt, icounts);
+    bury(mt, displs);
+    bury(mt, mine_copy);
+    bury(mt, out);
+    return st;
   }
   free(c64);
   free(icounts);
@@ -347,6 +388,7 @@ static const rsi_transport_ops mpi_ops = {
     .wait = mpi_wait,
     .set_integrity = mpi_set_integrity,
     .abandon = mpi_abandon,
+    .adopt = mpi_adopt,
     .allgatherv = mpi_allgatherv,
     .destroy = mpi_destroy,
 };

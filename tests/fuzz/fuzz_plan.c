@@ -1,0 +1,537 @@
+/* Fuzz target: plan creation (and execution) from fuzzed pairs of layouts.
+ *
+ * The input chooses a world (1-8 ranks, in this process), domains, the
+ * staging and slice settings, up to three tensors (dtype, up to 6 dims,
+ * small sizes mostly, huge ones sometimes) declared on both sides (now and
+ * then differently), and for each side up to 12 shard operations: DTensor
+ * placements over a shuffled mesh, dense boxes, strided boxes (padded or
+ * transposed), and boxes made of raw fuzz values. The harness places every
+ * shard it adds in its own bytes of its rank's buffer (sometimes at an odd
+ * byte offset), so it knows what every byte should hold. Checked:
+ *   - rs_plan_create returns RS_OK or a documented status with a message;
+ *   - a plan made twice from the same layouts has the same fingerprint;
+ *   - every move lies inside its tensor between ranks of the world, and
+ *     plan figures are never negative; the JSON is NUL-terminated at its
+ *     length;
+ *   - when the layouts are small: binding every buffer at exactly the size
+ *     its shards reach succeeds (one byte less fails), the execution
+ *     succeeds, every destination element holds the source value, every
+ *     destination byte no shard covers is untouched, and a second execution
+ *     after the sources changed delivers the new values. */
+#include "fuzz_common.h"
+
+#define MAXW 8
+#define MAXT 3
+#define MAXS 12 /* shard operations per side */
+#define MAXREC 128
+#define NBUF 3
+#define POISON 0xA5u
+#define EXEC_MAX_ELEMS 4096
+#define EXEC_MAX_BYTES (1 << 20)
+
+typedef struct tensor {
+  char name[16];
+  rs_dtype dt;
+  int esize, ndim;
+  int64_t shape[RS_MAX_DIMS];
+  bool big;
+} tensor;
+
+typedef struct rec { /* a shard the layout accepted */
+  int t, rank, buffer;
+  int64_t byte_offset;
+  int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS], strides[RS_MAX_DIMS];
+} rec;
+
+typedef struct side {
+  rs_layout *l;
+  rec r[MAXREC];
+  int n;
+  int64_t used[MAXW][NBUF];
+  bool raw; /* a shard with fuzzed placement was accepted */
+} side;
+
+typedef struct world {
+  rs_context *ctx;
+  int size;
+  tensor t[MAXT];
+  int nt;
+  side s[2];
+  bool decl_ok[2][MAXT]; /* declared on that side as the tensor is */
+  bool mismatch;         /* some tensor declared differently or missing */
+} world;
+
+static const rs_dtype dtypes[] = {
+    RS_DTYPE_U8,  RS_DTYPE_I8,   RS_DTYPE_U16,     RS_DTYPE_I16,
+    RS_DTYPE_U32, RS_DTYPE_I32,  RS_DTYPE_U64,     RS_DTYPE_I64,
+    RS_DTYPE_F16, RS_DTYPE_BF16, RS_DTYPE_F32,     RS_DTYPE_F64,
+    RS_DTYPE_F8_E4M3, RS_DTYPE_F8_E5M2, RS_DTYPE_BOOL};
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+static int64_t last_elem(int ndim, const int64_t *ext, const int64_t *st) {
+  int64_t last = 0;
+  for (int d = 0; d < ndim; d++) last += (ext[d] - 1) * st[d];
+  return last;
+}
+
+static int64_t byte_end(const tensor *t, const rec *r) {
+  return r->byte_offset +
+         (last_elem(t->ndim, r->ext, r->strides) + 1) * t->esize;
+}
+
+static void dense(int ndim, const int64_t *ext, int64_t *st) {
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    st[d] = s;
+    s *= ext[d];
+  }
+}
+
+static int64_t elems(int ndim, const int64_t *ext) {
+  int64_t v = 1;
+  for (int d = 0; d < ndim; d++) v *= ext[d];
+  return v;
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+static void declare(fz_in *in, world *w) {
+  w->nt = 1 + fz_below(in, MAXT);
+  for (int i = 0; i < w->nt; i++) {
+    tensor *t = &w->t[i];
+    snprintf(t->name, sizeof t->name, "t%d", i);
+    t->dt = dtypes[fz_below(in, 15)];
+    t->esize = (int)rs_dtype_size(t->dt);
+    t->ndim = 1 + fz_below(in, fz_u8(in) < 16 ? 6 : 3);
+    int64_t bytes = t->esize;
+    for (int d = 0; d < t->ndim; d++) {
+      uint8_t k = fz_u8(in);
+      int64_t v = 1 + (k % 9);
+      if (k >= 0xF0) { /* a huge dim now and then */
+        v = 1 + (int64_t)(fz_raw64(in) & (((uint64_t)1 << (k & 31)) - 1));
+        t->big = true;
+      }
+      if (bytes > ((int64_t)1 << 44) / v) v = 1; /* keep planning bounded */
+      bytes *= v;
+      t->shape[d] = v;
+    }
+    if (elems(t->ndim, t->shape) > EXEC_MAX_ELEMS) t->big = true;
+  }
+}
+
+/* Declare the tensors on one side; the destination now and then gets a
+ * tensor declared differently or left out. */
+static void declare_side(fz_in *in, world *w, int s) {
+  for (int i = 0; i < w->nt; i++) {
+    const tensor *t = &w->t[i];
+    int64_t shape[RS_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    rs_dtype dt = t->dt;
+    w->decl_ok[s][i] = true;
+    if (s == RS_SIDE_DST) {
+      uint8_t k = fz_u8(in);
+      w->decl_ok[s][i] = k < 0xFD;
+      w->mismatch |= k >= 0xFD;
+      if (k == 0xFF) continue;          /* missing */
+      if (k == 0xFE) shape[0] += 1;     /* another shape */
+      if (k == 0xFD) dt = dt == RS_DTYPE_U8 ? RS_DTYPE_I8 : RS_DTYPE_U8;
+    }
+    rs_status st = rs_layout_add_tensor(w->s[s].l, t->name, dt, t->ndim, shape);
+    FZ_CHECK(st == RS_OK, "add_tensor of a valid tensor: %s (%s)",
+             rs_status_name(st), rs_context_last_error(w->ctx));
+  }
+}
+
+/* Where the next shard of (rank, buffer) goes: past what is used, with a
+ * gap sometimes, at an odd byte offset sometimes. */
+static int64_t place(fz_in *in, side *sd, int rank, int buffer, int esize) {
+  int64_t at = sd->used[rank][buffer];
+  uint8_t k = fz_u8(in);
+  if (k >= 0xC0) at += (k & 7);          /* possibly misaligned */
+  else if (k >= 0x80) at += esize * (k & 3);
+  return at;
+}
+
+static bool add_rec(world *w, int s, const rec *r, bool raw) {
+  side *sd = &w->s[s];
+  const tensor *t = &w->t[r->t];
+  fz_snap before;
+  fz_snap_take(sd->l, &before);
+  rs_status st = rs_layout_add_shard(sd->l, t->name, r->rank, r->off, r->ext,
+                                     r->buffer, r->byte_offset, r->strides);
+  fz_expect("rs_layout_add_shard", st, w->ctx, FZ_SET(FZ_ADD_SHARD_ERRS));
+  if (st != RS_OK) fz_snap_same(sd->l, &before, "rs_layout_add_shard");
+  fz_snap_free(&before);
+  FZ_CHECK(raw || st == RS_OK || !w->decl_ok[s][r->t],
+           "a well-formed shard was refused: %s (%s)",
+           rs_status_name(st), rs_context_last_error(w->ctx));
+  if (st != RS_OK || sd->n == MAXREC) {
+    if (st == RS_OK) sd->raw = true; /* accepted but not tracked */
+    return false;
+  }
+  sd->r[sd->n++] = *r;
+  if (raw) sd->raw = true;
+  if (r->rank >= 0 && r->rank < MAXW && r->buffer >= 0 && r->buffer < NBUF &&
+      !raw) {
+    int64_t end = byte_end(t, r);
+    if (end > sd->used[r->rank][r->buffer]) sd->used[r->rank][r->buffer] = end;
+  }
+  return true;
+}
+
+static void op_box(fz_in *in, world *w, int s, int kind) {
+  side *sd = &w->s[s];
+  rec r;
+  memset(&r, 0, sizeof r);
+  r.t = fz_below(in, w->nt);
+  const tensor *t = &w->t[r.t];
+  r.rank = fz_below(in, w->size);
+  r.buffer = fz_below(in, NBUF);
+  for (int d = 0; d < t->ndim; d++) {
+    uint64_t a = fz_u8(in), b = fz_u8(in);
+    if (t->big) {
+      a = fz_raw64(in);
+      b = fz_raw64(in);
+    }
+    r.off[d] = (int64_t)(a % (uint64_t)t->shape[d]);
+    r.ext[d] = 1 + (int64_t)(b % (uint64_t)(t->shape[d] - r.off[d]));
+  }
+  dense(t->ndim, r.ext, r.strides);
+  if (kind == 1) { /* padded rows, or dims stored in another order */
+    if (fz_u8(in) & 1) {
+      int64_t step = 1;
+      for (int d = t->ndim - 1; d >= 0; d--) {
+        r.strides[d] = step;
+        step *= r.ext[d] + fz_below(in, 3);
+      }
+    } else {
+      int order[RS_MAX_DIMS];
+      for (int d = 0; d < t->ndim; d++) order[d] = d;
+      for (int d = t->ndim - 1; d > 0; d--) {
+        int j = fz_below(in, d + 1), x = order[d];
+        order[d] = order[j];
+        order[j] = x;
+      }
+      int64_t step = 1;
+      for (int k = t->ndim - 1; k >= 0; k--) {
+        r.strides[order[k]] = step;
+        step *= r.ext[order[k]];
+      }
+    }
+  }
+  r.byte_offset = place(in, sd, r.rank, r.buffer, t->esize);
+  add_rec(w, s, &r, false);
+}
+
+static void op_raw(fz_in *in, world *w, int s) {
+  rec r;
+  memset(&r, 0, sizeof r);
+  r.t = fz_below(in, w->nt);
+  r.rank = fz_int(in);
+  r.buffer = fz_int(in);
+  r.byte_offset = fz_i64(in);
+  for (int d = 0; d < RS_MAX_DIMS; d++) {
+    r.off[d] = fz_i64(in);
+    r.ext[d] = fz_i64(in);
+    r.strides[d] = fz_i64(in);
+  }
+  add_rec(w, s, &r, true);
+}
+
+static void op_dtensor(fz_in *in, world *w, int s) {
+  side *sd = &w->s[s];
+  int ti = fz_below(in, w->nt);
+  const tensor *t = &w->t[ti];
+  int mesh_ndim = 1 + fz_below(in, 2);
+  int64_t mesh[2] = {1, 1};
+  int left = w->size;
+  for (int a = 0; a < mesh_ndim; a++) {
+    mesh[a] = 1 + fz_below(in, left);
+    left /= (int)mesh[a];
+    if (left < 1) left = 1;
+  }
+  int nranks = (int)(mesh[0] * mesh[1]);
+  int ranks[MAXW];
+  for (int i = 0; i < w->size; i++) ranks[i] = i;
+  for (int i = w->size - 1; i > 0; i--) {
+    int j = fz_below(in, i + 1), x = ranks[i];
+    ranks[i] = ranks[j];
+    ranks[j] = x;
+  }
+  int placements[2];
+  for (int a = 0; a < mesh_ndim; a++)
+    placements[a] = fz_below(in, t->ndim + 1) - 1; /* -1: replicate */
+  int buffer = fz_below(in, NBUF);
+  int64_t at = 0;
+  for (int i = 0; i < nranks; i++)
+    if (sd->used[ranks[i]][buffer] > at) at = sd->used[ranks[i]][buffer];
+  fz_snap before;
+  fz_snap_take(sd->l, &before);
+  rs_status st = rs_layout_add_dtensor(sd->l, t->name, mesh_ndim, mesh, ranks,
+                                       placements, buffer, at);
+  fz_expect("rs_layout_add_dtensor", st, w->ctx, FZ_SET(FZ_ADD_SHARD_ERRS));
+  if (st != RS_OK) fz_snap_same(sd->l, &before, "rs_layout_add_dtensor");
+  fz_snap_free(&before);
+  FZ_CHECK(st == RS_OK || !w->decl_ok[s][ti],
+           "a well-formed DTensor was refused: %s (%s)", rs_status_name(st),
+           rs_context_last_error(w->ctx));
+  if (st != RS_OK) return;
+  /* track the boxes it added, computed the same way */
+  int64_t coord[2] = {0, 0};
+  for (int i = 0; i < nranks; i++) {
+    coord[0] = i / mesh[1];
+    coord[1] = i % mesh[1];
+    rec r;
+    memset(&r, 0, sizeof r);
+    r.t = ti;
+    r.rank = ranks[i];
+    r.buffer = buffer;
+    r.byte_offset = at;
+    FZ_CHECK(rs_dtensor_local_box(t->ndim, t->shape, mesh_ndim, mesh,
+                                  placements, coord, r.off, r.ext) == RS_OK,
+             "local_box");
+    bool empty = false;
+    for (int d = 0; d < t->ndim; d++) empty |= r.ext[d] == 0;
+    if (empty) continue;
+    dense(t->ndim, r.ext, r.strides);
+    if (sd->n == MAXREC) {
+      sd->raw = true;
+      continue;
+    }
+    sd->r[sd->n++] = r;
+    int64_t end = byte_end(t, &r);
+    if (end > sd->used[r.rank][buffer]) sd->used[r.rank][buffer] = end;
+  }
+}
+
+/* ---- checking a plan ------------------------------------------------------ */
+
+static void check_queries(world *w, rs_plan *plan) {
+  int64_t n = -1;
+  FZ_CHECK(rs_plan_num_moves(plan, &n) == RS_OK && n >= 0, "num_moves");
+  for (int64_t i = 0; i < n && i < 512; i++) {
+    int t = -1, sr = -1, dr = -1, round = -1, fw = -1;
+    rs_route route;
+    FZ_CHECK(rs_plan_move_info(plan, i, &t, &sr, &dr, &route, &round, &fw) ==
+                 RS_OK, "move_info");
+    FZ_CHECK(t >= 0 && t < w->nt && sr >= 0 && sr < w->size && dr >= 0 &&
+                 dr < w->size && round >= 0 && (fw == 0 || fw == 1) &&
+                 route >= RS_ROUTE_LOCAL && route <= RS_ROUTE_INTER,
+             "move %lld: tensor %d, ranks %d -> %d, round %d", (long long)i,
+             t, sr, dr, round);
+    const char *name = NULL;
+    int nd = 0;
+    FZ_CHECK(rs_plan_tensor_info(plan, t, &name, &nd) == RS_OK, "tensor_info");
+    int ti = name && name[0] == 't' ? name[1] - '0' : -1;
+    FZ_CHECK(ti >= 0 && ti < w->nt && nd == w->t[ti].ndim, "tensor %d: %s",
+             t, name ? name : "(null)");
+    int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
+    FZ_CHECK(rs_plan_move_box(plan, i, off, ext) == RS_OK, "move_box");
+    for (int d = 0; d < nd; d++)
+      FZ_CHECK(off[d] >= 0 && ext[d] >= 1 &&
+                   ext[d] <= w->t[ti].shape[d] - off[d],
+               "move %lld leaves its tensor in dim %d", (long long)i, d);
+  }
+  for (int r = -1; r < w->size; r++)
+    for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_MOVES; s++) {
+      int64_t v = -1;
+      FZ_CHECK(rs_plan_stat(plan, r, (rs_stat)s, &v) == RS_OK && v >= 0,
+               "stat %d of rank %d: %lld", s, r, (long long)v);
+    }
+  char *json = NULL;
+  size_t len = 0;
+  rs_status st = rs_plan_to_json(plan, &json, &len);
+  FZ_CHECK(st == RS_OK || st == RS_ERR_NO_MEMORY, "to_json: %s",
+           rs_status_name(st));
+  if (st == RS_OK) FZ_CHECK(strlen(json) == len, "json length");
+  rs_free(json);
+}
+
+static uint64_t value(int gen, int t, int64_t lin, int esize) {
+  uint64_t v = mix(((uint64_t)(unsigned)gen << 40) ^ ((uint64_t)t << 32) ^
+                   (uint64_t)lin);
+  if (esize < 8) v &= ((uint64_t)1 << (8 * esize)) - 1;
+  return v;
+}
+
+/* Visit every element of a shard: its global linear index and its byte
+ * position in the buffer. */
+typedef void (*visit_fn)(void *arg, int64_t lin, int64_t at);
+
+static void visit(const tensor *t, const rec *r, visit_fn fn, void *arg) {
+  int64_t idx[RS_MAX_DIMS] = {0};
+  for (;;) {
+    int64_t lin = 0, el = 0;
+    for (int d = 0; d < t->ndim; d++) {
+      lin = lin * t->shape[d] + r->off[d] + idx[d];
+      el += idx[d] * r->strides[d];
+    }
+    fn(arg, lin, r->byte_offset + el * t->esize);
+    int d = t->ndim - 1;
+    for (; d >= 0; d--) {
+      if (++idx[d] < r->ext[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
+typedef struct vis {
+  unsigned char *buf, *covered;
+  int gen, t, esize;
+  const char *where;
+} vis;
+
+static void store(void *arg, int64_t lin, int64_t at) {
+  vis *v = arg;
+  uint64_t x = value(v->gen, v->t, lin, v->esize);
+  for (int i = 0; i < v->esize; i++) v->buf[at + i] = (unsigned char)(x >> (8 * i));
+}
+
+static void check(void *arg, int64_t lin, int64_t at) {
+  vis *v = arg;
+  uint64_t want = value(v->gen, v->t, lin, v->esize), got = 0;
+  for (int i = 0; i < v->esize; i++) got |= (uint64_t)v->buf[at + i] << (8 * i);
+  FZ_CHECK(got == want, "%s: tensor t%d element %lld holds %llx, want %llx",
+           v->where, v->t, (long long)lin, (unsigned long long)got,
+           (unsigned long long)want);
+  for (int i = 0; i < v->esize; i++) v->covered[at + i] = 1;
+}
+
+static bool executable(const world *w) {
+  if (w->s[0].raw || w->s[1].raw) return false;
+  for (int i = 0; i < w->nt; i++)
+    if (w->t[i].big) return false;
+  int64_t total = 0;
+  for (int s = 0; s < 2; s++)
+    for (int r = 0; r < w->size; r++)
+      for (int b = 0; b < NBUF; b++) total += w->s[s].used[r][b];
+  return total <= EXEC_MAX_BYTES;
+}
+
+static void execute_and_verify(world *w, rs_plan *plan) {
+  unsigned char *buf[2][MAXW][NBUF] = {{{0}}};
+  unsigned char *cov[MAXW][NBUF] = {{0}};
+  for (int s = 0; s < 2; s++)
+    for (int r = 0; r < w->size; r++)
+      for (int b = 0; b < NBUF; b++) {
+        int64_t n = w->s[s].used[r][b];
+        if (!n) continue;
+        buf[s][r][b] = malloc((size_t)n);
+        FZ_CHECK(buf[s][r][b] != NULL, "malloc");
+        memset(buf[s][r][b], POISON, (size_t)n);
+        if (s == RS_SIDE_DST) cov[r][b] = calloc((size_t)n, 1);
+        /* one byte short is refused; exactly enough is accepted */
+        rs_status st = rs_plan_bind(plan, (rs_side)s, r, b, buf[s][r][b],
+                                    (size_t)n - 1);
+        FZ_CHECK(st == RS_ERR_BUFFER_TOO_SMALL,
+                 "side %d rank %d buffer %d bound one byte short: %s", s, r,
+                 b, rs_status_name(st));
+        st = rs_plan_bind(plan, (rs_side)s, r, b, buf[s][r][b], (size_t)n);
+        FZ_CHECK(st == RS_OK, "side %d rank %d buffer %d (%lld bytes): %s (%s)",
+                 s, r, b, (long long)n, rs_status_name(st),
+                 rs_context_last_error(w->ctx));
+      }
+  for (int gen = 1; gen <= 2; gen++) {
+    const side *src = &w->s[RS_SIDE_SRC], *dst = &w->s[RS_SIDE_DST];
+    for (int i = 0; i < src->n; i++) {
+      const rec *r = &src->r[i];
+      vis v = {buf[0][r->rank][r->buffer], NULL, gen, r->t,
+               w->t[r->t].esize, "source"};
+      visit(&w->t[r->t], r, store, &v);
+    }
+    rs_status st = rs_plan_execute(plan);
+    FZ_CHECK(st == RS_OK, "execute (generation %d): %s (%s)", gen,
+             rs_status_name(st), rs_context_last_error(w->ctx));
+    for (int i = 0; i < dst->n; i++) {
+      const rec *r = &dst->r[i];
+      vis v = {buf[1][r->rank][r->buffer], cov[r->rank][r->buffer], gen,
+               r->t, w->t[r->t].esize, "destination"};
+      visit(&w->t[r->t], r, check, &v);
+    }
+    for (int r = 0; r < w->size; r++)
+      for (int b = 0; b < NBUF; b++)
+        for (int64_t i = 0; i < w->s[1].used[r][b]; i++)
+          FZ_CHECK(cov[r][b][i] || buf[1][r][b][i] == POISON,
+                   "rank %d buffer %d: byte %lld outside every shard was "
+                   "written",
+                   r, b, (long long)i);
+  }
+  for (int s = 0; s < 2; s++)
+    for (int r = 0; r < MAXW; r++)
+      for (int b = 0; b < NBUF; b++) free(buf[s][r][b]);
+  for (int r = 0; r < MAXW; r++)
+    for (int b = 0; b < NBUF; b++) free(cov[r][b]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_in in = {data, size, 0};
+  static world w;
+  memset(&w, 0, sizeof w);
+  w.size = 1 + fz_below(&in, MAXW);
+  FZ_CHECK(rs_context_create_local(w.size, &w.ctx) == RS_OK, "context");
+  rs_context_set_domain_size(w.ctx, 1 + fz_below(&in, w.size));
+  static const int64_t staging[4] = {(int64_t)64 << 10, (int64_t)1 << 20,
+                                     (int64_t)256 << 20, (int64_t)1 << 40};
+  static const int64_t slice[3] = {(int64_t)4 << 10, (int64_t)64 << 10,
+                                   (int64_t)4 << 20};
+  int64_t stage = staging[fz_below(&in, 4)];
+  rs_context_set_param(w.ctx, RS_PARAM_SLICE_BYTES, slice[fz_below(&in, 3)]);
+  declare(&in, &w);
+  for (int i = 0; i < w.nt; i++)
+    if (w.t[i].big) stage = (int64_t)1 << 40; /* bounded number of pieces */
+  FZ_CHECK(rs_context_set_param(w.ctx, RS_PARAM_STAGING_BYTES, stage) == RS_OK,
+           "staging");
+  for (int s = 0; s < 2; s++) {
+    FZ_CHECK(rs_layout_create(w.ctx, &w.s[s].l) == RS_OK, "layout_create");
+    declare_side(&in, &w, s);
+  }
+  for (int s = 0; s < 2; s++) {
+    int nops = 1 + fz_below(&in, MAXS);
+    for (int k = 0; k < nops; k++) {
+      uint8_t op = fz_u8(&in) % 8;
+      if (op < 3) op_dtensor(&in, &w, s);
+      else if (op < 5) op_box(&in, &w, s, 0);
+      else if (op < 7) op_box(&in, &w, s, 1);
+      else op_raw(&in, &w, s);
+    }
+  }
+
+  rs_plan *plan = NULL;
+  rs_status st = rs_plan_create(w.s[0].l, w.s[1].l, &plan);
+  fz_expect("rs_plan_create", st, w.ctx, FZ_SET(FZ_PLAN_CREATE_ERRS));
+  FZ_CHECK((st == RS_OK) == (plan != NULL), "plan out-pointer vs status");
+  FZ_CHECK(!w.mismatch || st != RS_OK,
+           "a plan between layouts that declare a tensor differently");
+  if (st == RS_OK) {
+    rs_plan *again = NULL;
+    uint64_t f1 = 0, f2 = 0;
+    FZ_CHECK(rs_plan_create(w.s[0].l, w.s[1].l, &again) == RS_OK,
+             "the same layouts planned twice");
+    rs_plan_fingerprint(plan, &f1);
+    rs_plan_fingerprint(again, &f2);
+    FZ_CHECK(f1 == f2, "fingerprints differ for the same layouts");
+    rs_plan_destroy(again);
+    check_queries(&w, plan);
+    if (executable(&w)) execute_and_verify(&w, plan);
+  }
+  if (getenv("FUZZ_VERBOSE")) {
+    int64_t moves = 0;
+    if (plan) rs_plan_num_moves(plan, &moves);
+    printf("world %d, %d tensors, %d + %d shards: %s, %lld moves%s%s%s\n",
+           w.size, w.nt, w.s[0].n, w.s[1].n, rs_status_name(st),
+           (long long)moves, st == RS_OK && executable(&w) ? ", executed" : "",
+           st == RS_OK ? "" : ": ", st == RS_OK ? "" : rs_context_last_error(w.ctx));
+  }
+  rs_plan_destroy(plan);
+  rs_layout_destroy(w.s[0].l);
+  rs_layout_destroy(w.s[1].l);
+  rs_context_destroy(w.ctx);
+  return 0;
+}
