@@ -41,6 +41,13 @@
     }                                                                        \
   } while (0)
 
+/* A plan figure summed (or maxed) over all ranks. */
+static inline int64_t bench_stat_all(rs_context *ctx, rs_plan *p, rs_stat s) {
+  int64_t v = 0;
+  BENCH_CHECK(ctx, rs_plan_stat(p, RS_ALL_RANKS, s, &v));
+  return v;
+}
+
 static inline void *bench_xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) {

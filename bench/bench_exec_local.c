@@ -242,12 +242,6 @@ static double timed_memcpy(uint8_t **dst, uint8_t **src, const size_t *bytes,
   return bench_now() - t0;
 }
 
-static int64_t stat_all(rs_context *ctx, rs_plan *p, rs_stat s) {
-  int64_t v = 0;
-  BENCH_CHECK(ctx, rs_plan_stat(p, RS_ALL_RANKS, s, &v));
-  return v;
-}
-
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 5;
   if (reps < 1) reps = 1;
@@ -344,12 +338,12 @@ int main(int argc, char **argv) {
   double t_plan = bench_now() - t0;
   int64_t moves = 0;
   BENCH_CHECK(ctx, rs_plan_num_moves(plan, &moves));
-  int64_t sent_inter = stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTER);
-  int64_t sent_intra = stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTRA);
-  int64_t local = stat_all(ctx, plan, RS_STAT_BYTES_LOCAL);
-  int64_t rounds = stat_all(ctx, plan, RS_STAT_ROUNDS);
-  int64_t msgs = stat_all(ctx, plan, RS_STAT_MESSAGES_SENT);
-  int64_t stage_peak = stat_all(ctx, plan, RS_STAT_STAGING_BYTES);
+  int64_t sent_inter = bench_stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTER);
+  int64_t sent_intra = bench_stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTRA);
+  int64_t local = bench_stat_all(ctx, plan, RS_STAT_BYTES_LOCAL);
+  int64_t rounds = bench_stat_all(ctx, plan, RS_STAT_ROUNDS);
+  int64_t msgs = bench_stat_all(ctx, plan, RS_STAT_MESSAGES_SENT);
+  int64_t stage_peak = bench_stat_all(ctx, plan, RS_STAT_STAGING_BYTES);
   int64_t moved = sent_inter + sent_intra + local;
   printf("plan    : created in %.3f s; %lld moves, %lld rounds, %lld "
          "messages; staging %.0f MiB/rank setting, %.1f MiB peak; slice "

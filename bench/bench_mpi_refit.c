@@ -320,11 +320,10 @@ int main(int argc, char **argv) {
     free(b);
   }
 
-  int64_t inter = 0, intra = 0, rounds = 0, msgs = 0;
-  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTER, &inter);
-  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTRA, &intra);
-  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_ROUNDS, &rounds);
-  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_MESSAGES_SENT, &msgs);
+  int64_t inter = bench_stat_all(ctx, j.plan, RS_STAT_BYTES_SENT_INTER);
+  int64_t intra = bench_stat_all(ctx, j.plan, RS_STAT_BYTES_SENT_INTRA);
+  int64_t rounds = bench_stat_all(ctx, j.plan, RS_STAT_ROUNDS);
+  int64_t msgs = bench_stat_all(ctx, j.plan, RS_STAT_MESSAGES_SENT);
   if (me == 0) {
     double s_min = bench_min(ts, reps), s_med = bench_median(ts, reps);
     double b_min = bench_min(tb, reps), b_med = bench_median(tb, reps);

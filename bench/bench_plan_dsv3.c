@@ -312,12 +312,6 @@ static int64_t heap_in_use(void) {
 #endif
 }
 
-static int64_t stat_all(rs_context *ctx, rs_plan *p, rs_stat s) {
-  int64_t v = 0;
-  BENCH_CHECK(ctx, rs_plan_stat(p, RS_ALL_RANKS, s, &v));
-  return v;
-}
-
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 5;
   if (reps < 1) reps = 1;
@@ -387,14 +381,14 @@ int main(int argc, char **argv) {
 
   int64_t moves = 0;
   BENCH_CHECK(ctx, rs_plan_num_moves(plan, &moves));
-  int64_t rounds = stat_all(ctx, plan, RS_STAT_ROUNDS);
-  int64_t sent_inter = stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTER);
-  int64_t sent_intra = stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTRA);
-  int64_t recv_inter = stat_all(ctx, plan, RS_STAT_BYTES_RECV_INTER);
-  int64_t recv_intra = stat_all(ctx, plan, RS_STAT_BYTES_RECV_INTRA);
-  int64_t local = stat_all(ctx, plan, RS_STAT_BYTES_LOCAL);
-  int64_t msgs = stat_all(ctx, plan, RS_STAT_MESSAGES_SENT);
-  int64_t stage_peak = stat_all(ctx, plan, RS_STAT_STAGING_BYTES);
+  int64_t rounds = bench_stat_all(ctx, plan, RS_STAT_ROUNDS);
+  int64_t sent_inter = bench_stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTER);
+  int64_t sent_intra = bench_stat_all(ctx, plan, RS_STAT_BYTES_SENT_INTRA);
+  int64_t recv_inter = bench_stat_all(ctx, plan, RS_STAT_BYTES_RECV_INTER);
+  int64_t recv_intra = bench_stat_all(ctx, plan, RS_STAT_BYTES_RECV_INTRA);
+  int64_t local = bench_stat_all(ctx, plan, RS_STAT_BYTES_LOCAL);
+  int64_t msgs = bench_stat_all(ctx, plan, RS_STAT_MESSAGES_SENT);
+  int64_t stage_peak = bench_stat_all(ctx, plan, RS_STAT_STAGING_BYTES);
   /* Balance of the network load over the trainer ranks. */
   int64_t max_rank_inter = 0, sum_rank_inter = 0;
   for (int r = 0; r < N_TRAIN; r++) {
