@@ -1,3 +1,5 @@
+/* Box algebra (box.h): volumes, intersections, containment, subtraction
+ * into slabs, and the order and aliasing of a strided box's dims. */
 #include "box.h"
 
 #include <string.h>
@@ -93,4 +95,32 @@ void rsi_box_dense_strides(int ndim, const int64_t *ext, int64_t *strides) {
     strides[d] = s;
     s *= ext[d] > 0 ? ext[d] : 1;
   }
+}
+
+int rsi_box_stride_order(int ndim, const int64_t *ext, const int64_t *strides,
+                         int *order) {
+  int n = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (ext[d] <= 1) continue;
+    int at = n++; /* insert d after every dim of larger or equal stride */
+    for (; at > 0 && strides[order[at - 1]] < strides[d]; at--)
+      order[at] = order[at - 1];
+    order[at] = d;
+  }
+  return n;
+}
+
+bool rsi_box_strides_injective(int ndim, const int64_t *ext,
+                               const int64_t *strides) {
+  int order[64];
+  int n = rsi_box_stride_order(ndim, ext, strides, order);
+  int64_t reach = 0; /* the largest offset the smaller strides reach */
+  for (int i = n - 1; i >= 0; i--) {
+    int64_t step = strides[order[i]], span;
+    if (step <= reach ||
+        __builtin_mul_overflow(ext[order[i]] - 1, step, &span) ||
+        __builtin_add_overflow(reach, span, &reach))
+      return false;
+  }
+  return true;
 }

@@ -36,4 +36,17 @@ int rsi_box_subtract(int ndim, const int64_t *aoff, const int64_t *aext,
 /* Dense row-major strides (in elements) of a box of extent ext. */
 void rsi_box_dense_strides(int ndim, const int64_t *ext, int64_t *strides);
 
+/* The dims of a strided region of extent ext whose extent is above 1, by
+ * descending stride (equal strides: the lower dim first), into order.
+ * Returns how many there are. */
+int rsi_box_stride_order(int ndim, const int64_t *ext, const int64_t *strides,
+                         int *order);
+
+/* Whether element strides map every index of extent ext to its own
+ * element offset, by a sufficient rule: taken from the smallest stride up,
+ * each stride steps past all that the smaller ones reach. False as well
+ * when a reach overflows int64. */
+bool rsi_box_strides_injective(int ndim, const int64_t *ext,
+                               const int64_t *strides);
+
 #endif

@@ -13,7 +13,9 @@ typedef struct rsi_err {
 } rsi_err;
 
 /* Record status and a printf-style message into err (or into this thread's
- * fallback when err is NULL); returns status. */
+ * fallback when err is NULL); returns status. The stored message holds no
+ * control byte and only well-formed UTF-8: any other byte the formatted
+ * text holds (from a name, say) is stored as \xNN. */
 rs_status rsi_fail(rsi_err *err, rs_status status, const char *file, int line,
                    const char *fmt, ...)
 #if defined(__GNUC__)

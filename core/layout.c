@@ -1,3 +1,6 @@
+/* Layouts (layout.h): the coordinate pool, tensors and the index from
+ * names to them, shards and DTensor placements, each validated as it is
+ * added, and taking back what was added since a mark. */
 #include "layout.h"
 
 #include <stdio.h>
@@ -6,6 +9,7 @@
 
 #include "box.h"
 #include "grow.h"
+#include "utf8.h"
 
 /* ---- pool --------------------------------------------------------------- */
 
@@ -31,37 +35,83 @@ void rsi_pool_free(rsi_pool *p) {
 
 /* ---- tensors and the name index ------------------------------------------ */
 
-static uint32_t name_hash(const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-  return h;
+/* The most index slots; half of it is the most tensors a layout holds. */
+#define NAME_INDEX_MAX_CAP (1u << 31)
+
+/* Where a name's probe run starts; depends on the layout's key. */
+static uint32_t home_slot(const rs_layout *l, const char *name) {
+  uint64_t h = rsi_siphash(&l->name_key, name, strlen(name));
+  return (uint32_t)h & (l->name_index_cap - 1);
 }
 
 int rsi_layout_find(const rs_layout *layout, const char *name) {
   if (!layout->name_index_cap) return -1;
   uint32_t mask = layout->name_index_cap - 1;
-  for (uint32_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+  for (uint32_t i = home_slot(layout, name);; i = (i + 1) & mask) {
     int32_t t = layout->name_index[i];
     if (!t) return -1;
     if (strcmp(layout->tensors[t - 1].name, name) == 0) return t - 1;
   }
 }
 
-static rs_status index_insert(rs_layout *layout, int tensor, rsi_err *err) {
-  if ((uint32_t)(layout->ntensors + 1) * 2 > layout->name_index_cap) {
-    uint32_t cap = layout->name_index_cap ? layout->name_index_cap * 2 : 64;
-    int32_t *idx = calloc(cap, sizeof *idx);
-    if (!idx) return RSI_NOMEM(err);
-    free(layout->name_index);
-    layout->name_index = idx;
-    layout->name_index_cap = cap;
-    for (int t = 0; t < layout->ntensors; t++)
-      if (t != tensor) RSI_TRY(index_insert(layout, t, err));
+/* Put tensor in the first free slot from its home on. */
+static void index_place(rs_layout *l, int tensor) {
+  uint32_t mask = l->name_index_cap - 1;
+  uint32_t i = home_slot(l, l->tensors[tensor].name);
+  while (l->name_index[i]) i = (i + 1) & mask;
+  l->name_index[i] = tensor + 1;
+}
+
+/* Room in the index for one more tensor with at most half the slots used.
+ * The first index of a layout draws its key. */
+static rs_status index_reserve(rs_layout *l, rsi_err *err) {
+  uint64_t need = 2 * ((uint64_t)l->ntensors + 1);
+  if (need <= l->name_index_cap) return RS_OK;
+  if (need > NAME_INDEX_MAX_CAP)
+    return RSI_FAIL(err, RS_ERR_NO_MEMORY,
+                    "a layout holds at most %u tensors",
+                    NAME_INDEX_MAX_CAP / 2);
+  uint32_t cap = l->name_index_cap ? l->name_index_cap * 2 : 64;
+  int32_t *idx = calloc(cap, sizeof *idx);
+  if (!idx) return RSI_NOMEM(err);
+  if (!l->name_index_cap) rsi_hash_key_random(&l->name_key);
+  free(l->name_index);
+  l->name_index = idx;
+  l->name_index_cap = cap;
+  for (int t = 0; t < l->ntensors; t++) index_place(l, t);
+  return RS_OK;
+}
+
+/* Take the last tensor out of the index. The index is always what placing
+ * tensors 0, 1, ... in that order into an empty table gives (a rebuild
+ * places them in that order too), so emptying the last one's slot leaves
+ * exactly the index of the others: no probe run passes through it. */
+static void index_remove_last(rs_layout *l) {
+  int32_t last = l->ntensors; /* tensor index + 1, as slots hold it */
+  uint32_t mask = l->name_index_cap - 1;
+  uint32_t i = home_slot(l, l->tensors[last - 1].name);
+  while (l->name_index[i] != last) i = (i + 1) & mask;
+  l->name_index[i] = 0;
+}
+
+/* Non-empty, well-formed UTF-8 and no control bytes, so that a name goes
+ * into JSON and messages as it is. The name comes last in the message: a
+ * long one is cut there, not the offset. */
+static rs_status check_name(const char *name, rsi_err *err) {
+  if (!name[0])
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "tensor name is empty");
+  const unsigned char *s = (const unsigned char *)name;
+  size_t n = strlen(name);
+  for (size_t at = 0; at < n;) {
+    size_t k = rsi_utf8_char_len(s + at, n - at);
+    if (!k || rsi_is_control_byte(s[at]))
+      return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                      "tensor name: byte %zu (0x%02x) is %s; names must be "
+                      "UTF-8 without control characters: '%s'",
+                      at, s[at],
+                      k ? "a control character" : "not valid UTF-8", name);
+    at += k;
   }
-  uint32_t mask = layout->name_index_cap - 1;
-  uint32_t i = name_hash(layout->tensors[tensor].name) & mask;
-  while (layout->name_index[i]) i = (i + 1) & mask;
-  layout->name_index[i] = tensor + 1;
   return RS_OK;
 }
 
@@ -89,8 +139,7 @@ rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
                                 rs_dtype dtype, int ndim,
                                 const int64_t *shape) {
   rsi_err *err = &layout->ctx->err;
-  if (!name[0])
-    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "tensor name is empty");
+  RSI_TRY(check_name(name, err));
   size_t esize = rs_dtype_size(dtype);
   if (!esize)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
@@ -116,6 +165,7 @@ rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
   if (rsi_layout_find(layout, name) >= 0)
     return RSI_FAIL(err, RS_ERR_DUPLICATE_NAME,
                     "tensor '%s' is already declared in this layout", name);
+  RSI_TRY(index_reserve(layout, err));
   RSI_TRY(rsi_grow((void **)&layout->tensors, &layout->cap_tensors,
                    layout->ntensors + 1, sizeof *layout->tensors, 16, err));
   char *copy = strdup(name);
@@ -127,58 +177,47 @@ rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
   t->ndim = ndim;
   t->esize = (int)esize;
   memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  index_place(layout, layout->ntensors);
   layout->ntensors++;
-  rs_status st = index_insert(layout, layout->ntensors - 1, err);
-  if (st != RS_OK) {
-    layout->ntensors--;
-    free(copy);
+  return RS_OK;
+}
+
+rsi_layout_mark rsi_layout_mark_now(const rs_layout *layout) {
+  return (rsi_layout_mark){layout->ntensors, layout->nshards,
+                           layout->pool.n};
+}
+
+void rsi_layout_roll_back(rs_layout *layout, const rsi_layout_mark *mark) {
+  layout->nshards = mark->nshards;
+  layout->pool.n = mark->pool_n;
+  while (layout->ntensors > mark->ntensors) {
+    index_remove_last(layout);
+    free(layout->tensors[--layout->ntensors].name);
   }
-  return st;
 }
 
 /* ---- shards --------------------------------------------------------------- */
 
-/* Dims of a strided region sorted by descending stride, extent-1 dims
- * dropped. Returns how many remain. */
-static int sorted_dims(int ndim, const int64_t *ext, const int64_t *strides,
-                       int *order) {
-  int n = 0;
-  for (int d = 0; d < ndim; d++)
-    if (ext[d] > 1) order[n++] = d;
-  for (int i = 1; i < n; i++) /* insertion sort, ndim is small */
-    for (int j = i; j > 0 && strides[order[j]] > strides[order[j - 1]]; j--) {
-      int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
-  return n;
-}
-
-/* A strided region cannot overlap itself when each stride, taken from the
- * smallest up, steps past everything the smaller dims reach. This is
- * sufficient, not necessary: exotic interleavings are refused. */
-static bool self_disjoint(int ndim, const int64_t *ext, const int64_t *strides) {
-  int order[RSI_MAX_DIMS];
-  int n = sorted_dims(ndim, ext, strides, order);
-  int64_t reach = 0; /* largest element offset the smaller dims reach */
-  for (int i = n - 1; i >= 0; i--) {
-    int d = order[i];
-    if (strides[d] <= reach) return false;
-    reach += (ext[d] - 1) * strides[d];
-  }
-  return true;
-}
 
 rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
                                const int64_t *offset, const int64_t *extent,
                                int buffer, int64_t byte_offset,
                                const int64_t *strides) {
-  rsi_err *err = &layout->ctx->err;
   int t = rsi_layout_find(layout, name);
   if (t < 0)
-    return RSI_FAIL(err, RS_ERR_UNKNOWN_TENSOR,
+    return RSI_FAIL(&layout->ctx->err, RS_ERR_UNKNOWN_TENSOR,
                     "no tensor named '%s' in this layout", name);
+  return rsi_layout_add_shard_to(layout, t, rank, offset, extent, buffer,
+                                 byte_offset, strides);
+}
+
+rs_status rsi_layout_add_shard_to(rs_layout *layout, int t, int rank,
+                                  const int64_t *offset, const int64_t *extent,
+                                  int buffer, int64_t byte_offset,
+                                  const int64_t *strides) {
+  rsi_err *err = &layout->ctx->err;
   const rsi_tensor *tensor = &layout->tensors[t];
+  const char *name = tensor->name;
   int ndim = tensor->ndim;
   if (rank < 0 || rank >= layout->ctx->world_size)
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK,
@@ -240,7 +279,7 @@ rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
                     "tensor '%s' rank %d: byte offset %lld plus the shard's "
                     "span overflows int64",
                     name, rank, (long long)byte_offset);
-  if (strides && !self_disjoint(ndim, extent, st))
+  if (strides && !rsi_box_strides_injective(ndim, extent, st))
     return RSI_FAIL(err, RS_ERR_OVERLAP,
                     "tensor '%s' rank %d: the strides make the shard overlap "
                     "itself",
@@ -306,7 +345,7 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
   if (st != RS_OK) return st;
 
   /* Add every non-empty local box; on failure take back what was added. */
-  int64_t keep_shards = layout->nshards, keep_pool = layout->pool.n;
+  rsi_layout_mark mark = rsi_layout_mark_now(layout);
   int64_t coord[RSI_MAX_DIMS] = {0};
   int64_t off[RSI_MAX_DIMS], ext[RSI_MAX_DIMS];
   for (int64_t i = 0; i < nranks; i++) {
@@ -319,8 +358,8 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
       break;
     }
     if (!rsi_box_is_empty(tensor->ndim, ext)) {
-      st = rsi_layout_add_shard(layout, name, mesh_ranks[i], off, ext, buffer,
-                                byte_offset, NULL);
+      st = rsi_layout_add_shard_to(layout, t, mesh_ranks[i], off, ext,
+                                   buffer, byte_offset, NULL);
       if (st != RS_OK) break;
     }
     for (int a = mesh_ndim - 1; a >= 0; a--) { /* next row-major coord */
@@ -328,127 +367,6 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
       coord[a] = 0;
     }
   }
-  if (st != RS_OK) {
-    layout->nshards = keep_shards;
-    layout->pool.n = keep_pool;
-  }
-  return st;
-}
-
-/* ---- destination write check ---------------------------------------------- */
-
-/* Contiguous byte runs of a strided shard, in ascending address order. */
-typedef struct run_iter {
-  int n;                        /* iterated dims, outermost first */
-  int64_t ext[RSI_MAX_DIMS], stride[RSI_MAX_DIMS], idx[RSI_MAX_DIMS];
-  int64_t run_bytes, base, esize;
-  bool done;
-} run_iter;
-
-static void run_iter_init(run_iter *it, int ndim, const int64_t *ext,
-                          const int64_t *strides, int64_t byte_offset,
-                          int64_t esize) {
-  int order[RSI_MAX_DIMS];
-  int n = sorted_dims(ndim, ext, strides, order);
-  memset(it, 0, sizeof *it);
-  it->esize = esize;
-  it->base = byte_offset;
-  int64_t run = 1;
-  /* Fold the innermost dims while they are contiguous. */
-  while (n > 0 && strides[order[n - 1]] == run) {
-    run *= ext[order[n - 1]];
-    n--;
-  }
-  it->run_bytes = run * esize;
-  it->n = n;
-  for (int i = 0; i < n; i++) {
-    it->ext[i] = ext[order[i]];
-    it->stride[i] = strides[order[i]];
-  }
-}
-
-static int64_t run_iter_start(const run_iter *it) {
-  int64_t off = 0;
-  for (int i = 0; i < it->n; i++) off += it->idx[i] * it->stride[i];
-  return it->base + off * it->esize;
-}
-
-static void run_iter_next(run_iter *it) {
-  for (int i = it->n - 1; i >= 0; i--) {
-    if (++it->idx[i] < it->ext[i]) return;
-    it->idx[i] = 0;
-  }
-  it->done = true;
-}
-
-static bool shards_share_bytes(const rs_layout *l, const rsi_shard *a,
-                               const rsi_shard *b) {
-  const rsi_tensor *ta = &l->tensors[a->tensor], *tb = &l->tensors[b->tensor];
-  run_iter ia, ib;
-  run_iter_init(&ia, ta->ndim, rsi_shard_extent(&l->pool, a, ta->ndim),
-                rsi_shard_strides(&l->pool, a, ta->ndim), a->byte_offset,
-                ta->esize);
-  run_iter_init(&ib, tb->ndim, rsi_shard_extent(&l->pool, b, tb->ndim),
-                rsi_shard_strides(&l->pool, b, tb->ndim), b->byte_offset,
-                tb->esize);
-  while (!ia.done && !ib.done) {
-    int64_t sa = run_iter_start(&ia), sb = run_iter_start(&ib);
-    int64_t ea = sa + ia.run_bytes, eb = sb + ib.run_bytes;
-    if (sa < eb && sb < ea) return true;
-    if (ea <= sb)
-      run_iter_next(&ia);
-    else
-      run_iter_next(&ib);
-  }
-  return false;
-}
-
-typedef struct write_key {
-  int32_t rank, buffer;
-  int64_t byte_offset, index;
-} write_key;
-
-static int by_rank_buffer_start(const void *x, const void *y) {
-  const write_key *a = x, *b = y;
-  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-  if (a->buffer != b->buffer) return a->buffer < b->buffer ? -1 : 1;
-  if (a->byte_offset != b->byte_offset)
-    return a->byte_offset < b->byte_offset ? -1 : 1;
-  return (a->index > b->index) - (a->index < b->index);
-}
-
-rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
-                                  rsi_err *err) {
-  if (l->nshards < 2) return RS_OK;
-  write_key *order = malloc((size_t)l->nshards * sizeof *order);
-  if (!order) return RSI_NOMEM(err);
-  for (int64_t i = 0; i < l->nshards; i++) {
-    const rsi_shard *s = &l->shards[i];
-    order[i] = (write_key){s->rank, s->buffer, s->byte_offset, i};
-  }
-  qsort(order, (size_t)l->nshards, sizeof *order, by_rank_buffer_start);
-  rs_status st = RS_OK;
-  /* Sweep each (rank, buffer) in address order; only shards whose byte
-   * spans meet are compared run by run. */
-  for (int64_t i = 0; i < l->nshards && st == RS_OK; i++) {
-    const rsi_shard *a = &l->shards[order[i].index];
-    for (int64_t j = i + 1; j < l->nshards; j++) {
-      const rsi_shard *b = &l->shards[order[j].index];
-      if (b->rank != a->rank || b->buffer != a->buffer ||
-          b->byte_offset >= a->byte_end)
-        break;
-      if (shards_share_bytes(l, a, b)) {
-        st = RSI_FAIL(err, RS_ERR_OVERLAP,
-                      "%s layout: rank %d buffer %d: shards of tensors '%s' "
-                      "(byte offset %lld) and '%s' (byte offset %lld) write "
-                      "the same bytes",
-                      side, a->rank, a->buffer, l->tensors[a->tensor].name,
-                      (long long)a->byte_offset, l->tensors[b->tensor].name,
-                      (long long)b->byte_offset);
-        break;
-      }
-    }
-  }
-  free(order);
+  if (st != RS_OK) rsi_layout_roll_back(layout, &mark);
   return st;
 }

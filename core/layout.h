@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "context.h"
+#include "hash.h"
 
 #define RSI_MAX_DIMS RS_MAX_DIMS
 
@@ -49,8 +50,13 @@ struct rs_layout {
   rsi_tensor *tensors;
   int ntensors;
   int64_t cap_tensors;
-  int32_t *name_index; /* open addressing: tensor index + 1, 0 = empty */
+  /* Names to tensors: open addressing with linear probing over a keyed
+   * hash (SipHash, this layout's own random key), so that names chosen to
+   * collide cannot make lookups slow. Slots hold tensor index + 1, 0 =
+   * empty; at most half are used. Only lookups depend on the key. */
+  int32_t *name_index;
   uint32_t name_index_cap;
+  rsi_hash_key name_key;
   rsi_shard *shards;
   int64_t nshards, cap_shards;
   rsi_pool pool;
@@ -81,10 +87,25 @@ rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
                                const int64_t *offset, const int64_t *extent,
                                int buffer, int64_t byte_offset,
                                const int64_t *strides);
+/* rsi_layout_add_shard for the tensor at index `tensor` (which exists). */
+rs_status rsi_layout_add_shard_to(rs_layout *layout, int tensor, int rank,
+                                  const int64_t *offset, const int64_t *extent,
+                                  int buffer, int64_t byte_offset,
+                                  const int64_t *strides);
 rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
                                  int mesh_ndim, const int64_t *mesh_shape,
                                  const int *mesh_ranks, const int *placements,
                                  int buffer, int64_t byte_offset);
+
+/* How much a layout holds, to take back what was added after it. */
+typedef struct rsi_layout_mark {
+  int ntensors;
+  int64_t nshards, pool_n;
+} rsi_layout_mark;
+
+rsi_layout_mark rsi_layout_mark_now(const rs_layout *layout);
+/* Drop every tensor and shard added since mark; cannot fail. */
+void rsi_layout_roll_back(rs_layout *layout, const rsi_layout_mark *mark);
 
 /* Collective over an MPI context's ranks (layout_exchange.c). */
 rs_status rsi_layout_allgather(rs_layout *layout);

@@ -1,12 +1,15 @@
 /* The planner: intersections, replica choice, domain grouping.
  *
  * Per tensor, shards with identical boxes are grouped (a group's holders are
- * its replicas). Source groups are indexed on the dim whose offsets are most
- * varied: sorted by offset there, a query box [a, b) scans only the groups
- * whose offset lies in (a - longest extent, b). For shards that form grids
- * this costs O(G log G) to build and O(log G + k) per query (k candidates
- * found), instead of comparing every source shard with every destination
- * shard.
+ * its replicas). Source groups are indexed by a box tree (box_tree.h): a
+ * query finds the k groups meeting a box in about O(log G + k), whatever
+ * dim the groups vary in (rows, columns, an element each in 16 dims, a
+ * replica as large as the tensor beside many small shards), instead of
+ * comparing every source shard with every destination shard. The groups
+ * found are taken in the order of their offset in the dim whose offsets
+ * are most varied (then by group), so plans do not depend on the tree.
+ * Whether the groups of a side, or of one domain, overlap at all is asked
+ * of a box tree too, never pair by pair.
  *
  * Destination groups are visited per domain. A region several ranks of one
  * domain need is a "fragment": it is cut into pieces, one per source group
@@ -27,7 +30,9 @@
 #include <string.h>
 
 #include "box.h"
+#include "box_tree.h"
 #include "grow.h"
+#include "hash.h"
 
 /* ---- scratch ---------------------------------------------------------- */
 
@@ -66,8 +71,11 @@ typedef struct piece_slot {
 
 #define RELAY_DEPTH 3
 
-/* The most moves one plan may hold (about 100 bytes each). */
-#define MAX_MOVES ((int64_t)1 << 26)
+/* The memory a plan may take while it is made and scheduled: what the
+ * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
+ * relays are charged what they really cost (move_cost, relay_cost), and a
+ * plan that would not fit is refused before its memory is spent. */
+#define PLAN_BYTES ((int64_t)100 << 26)
 
 typedef struct planner {
   rs_plan *plan;
@@ -77,9 +85,9 @@ typedef struct planner {
   sort_key *skeys, *dkeys;
   group *sgroups, *dgroups;
   int64_t nsg, ndg;
-  int64_t *by_key; /* source groups sorted by offset in dim `key` */
+  rsi_box_tree stree, dtree; /* source groups; destination groups */
+  int64_t *key_rank; /* source group -> its place in `order` (dim `key`) */
   int key;
-  int64_t maxlen;
   bool src_disjoint, dst_disjoint;
   domain_entry *entries;
   int64_t nentries;
@@ -87,7 +95,14 @@ typedef struct planner {
   int64_t *cands;
   needer *needers;
   int64_t cap_needers;
+  rsi_box_tree ntree; /* the fragment's needers, when indexed */
+  int64_t *near;      /* the needers a piece meets */
+  int64_t cap_near;
+  bool indexed;
   rsi_pool frags; /* fragments: offset[ndim], extent[ndim] each */
+  rsi_pool cut;   /* carving a domain: boxes taken away */
+  int64_t *frag_first, *hits, *cut_at; /* carving: per group, found, cuts */
+  int64_t cap_frag_first, cap_hits, cap_cut_at;
   rsi_pool work;  /* carving */
   /* loads, for balance */
   int64_t *send_load, *send_inter_load, *recv_inter_load;
@@ -104,6 +119,7 @@ typedef struct planner {
   /* the relay chosen for the piece being delivered */
   int64_t after;
   int32_t depth;
+  int64_t spent; /* bytes charged to moves and relays, of PLAN_BYTES */
 } planner;
 
 static int cmp_key(const void *x, const void *y) {
@@ -115,6 +131,70 @@ static int cmp_key(const void *x, const void *y) {
   return (a->index > b->index) - (a->index < b->index);
 }
 
+static int cmp_int64(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* ---- the plan's size -------------------------------------------------- */
+
+/* Bytes one move costs from planning to the end of scheduling: the move
+ * and its box in plan->boxes; its scheduling unit (end, after, depth: at
+ * most one a move); and, the largest of the scheduler's per-move scratch,
+ * the move's sorted copy and its message (at most one a move). */
+static int64_t move_cost(int ndim) {
+  return 2 * (int64_t)sizeof(rsi_move) + 2 * ndim * (int64_t)sizeof(int64_t) +
+         2 * (int64_t)sizeof(int64_t) + (int64_t)sizeof(int32_t) +
+         (int64_t)sizeof(rsi_message);
+}
+
+/* A relay slot and its box. */
+static int64_t relay_cost(int ndim) {
+  return (int64_t)sizeof(rsi_relay) + 2 * ndim * (int64_t)sizeof(int64_t);
+}
+
+/* How many more moves of the current tensor the plan may hold. */
+static int64_t moves_left(const planner *p) {
+  return (PLAN_BYTES - p->spent) / move_cost(p->ndim);
+}
+
+static rs_status too_many_moves(const planner *p, const char *why) {
+  return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
+                  "tensor '%s': the plan would hold more than %lld moves "
+                  "(%lld bytes each while it is made, at most %lld bytes in "
+                  "all)%s; raise RS_PARAM_STAGING_BYTES or split the work",
+                  p->plan->tensors[p->tensor].name,
+                  (long long)(p->plan->nmoves + moves_left(p)),
+                  (long long)move_cost(p->ndim), (long long)PLAN_BYTES, why);
+}
+
+/* Refuse, before planning, a plan that cannot fit PLAN_BYTES: every
+ * destination shard receives at least one move per half round of its
+ * bytes, since deliver_bounded never cuts a larger piece. */
+static rs_status check_plan_size(planner *p, const int64_t *dfirst,
+                                 const int64_t *dids) {
+  const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
+  int64_t half = p->plan->round_capacity / 2, need = 0;
+  for (int t = 0; t < p->plan->ntensors; t++) {
+    p->tensor = t;
+    p->ndim = p->plan->tensors[t].ndim;
+    int64_t moves = 0, vol;
+    for (int64_t i = dfirst[t]; i < dfirst[t + 1]; i++) {
+      const rsi_shard *s = &dst->shards[dids[i]];
+      rsi_box_volume(p->ndim, rsi_shard_extent(&dst->pool, s, p->ndim), &vol);
+      int64_t bytes = vol * p->plan->tensors[t].esize; /* within the tensor */
+      int64_t parts = bytes / half + (bytes % half != 0), cost;
+      if (__builtin_add_overflow(moves, parts, &moves) ||
+          __builtin_mul_overflow(moves, move_cost(p->ndim), &cost) ||
+          cost > PLAN_BYTES - need)
+        return too_many_moves(p, ": its destination shards need at least "
+                                 "one move per half round of staging");
+    }
+    need += moves * move_cost(p->ndim);
+  }
+  return RS_OK;
+}
+
 /* ---- moves ------------------------------------------------------------ */
 
 static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
@@ -122,11 +202,8 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
                            int dst_kind, int64_t dst_index, int dst_rank,
                            int stage, int forwarded) {
   rs_plan *plan = p->plan;
-  if (plan->nmoves >= MAX_MOVES)
-    return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
-                    "tensor '%s': the plan would hold more than %lld moves; "
-                    "raise RS_PARAM_STAGING_BYTES or split the work",
-                    plan->tensors[p->tensor].name, (long long)MAX_MOVES);
+  if (moves_left(p) < 1) return too_many_moves(p, "");
+  p->spent += move_cost(p->ndim);
   RSI_TRY(rsi_grow((void **)&plan->moves, &plan->cap_moves, plan->nmoves + 1,
                    sizeof *plan->moves, 1024, p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
@@ -260,10 +337,10 @@ static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
 
 /* Register every needer of a domain that now holds the piece whole. */
 static rs_status needers_hold(planner *p, int64_t gi, const int64_t *off,
-                              const int64_t *ext, int64_t nneed, int64_t unit,
+                              const int64_t *ext, int64_t nnear, int64_t unit,
                               int32_t depth) {
-  for (int64_t i = 0; i < nneed; i++) {
-    const needer *n = &p->needers[i];
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
     if (rsi_box_contains(p->ndim, n->off, n->ext, off, ext))
       RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, unit, depth));
   }
@@ -273,6 +350,9 @@ static rs_status needers_hold(planner *p, int64_t gi, const int64_t *off,
 static rs_status push_relay(planner *p, int rank, const int64_t *off,
                             const int64_t *ext, int64_t *index) {
   rs_plan *plan = p->plan;
+  if (PLAN_BYTES - p->spent < relay_cost(p->ndim))
+    return too_many_moves(p, " and relay slots");
+  p->spent += relay_cost(p->ndim);
   RSI_TRY(rsi_grow((void **)&plan->relays, &plan->cap_relays,
                    plan->nrelays + 1, sizeof *plan->relays, 64, p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
@@ -290,20 +370,56 @@ static rs_status push_relay(planner *p, int rank, const int64_t *off,
 
 /* ---- delivering one piece -------------------------------------------- */
 
+/* A fragment's needers are scanned for those a piece meets; past
+ * NEEDER_SCAN of them they are looked up in a box tree built once per
+ * fragment (p->ntree). Either way the ones found are in needer order. */
+#define NEEDER_SCAN 32
+
+static const int64_t *needer_box(const void *needers, int64_t i) {
+  return ((const needer *)needers)[i].off; /* the extent follows */
+}
+
+/* Make room for, and index, the fragment's nneed needers. */
+static rs_status index_needers(planner *p, int64_t nneed) {
+  RSI_TRY(rsi_grow((void **)&p->near, &p->cap_near, nneed, sizeof *p->near,
+                   64, p->err));
+  p->indexed = nneed > NEEDER_SCAN;
+  if (!p->indexed) return RS_OK;
+  return rsi_box_tree_build(&p->ntree, p->ndim, nneed, needer_box, p->needers,
+                            p->err);
+}
+
+/* The needers that box (off, ext) meets, ascending, into p->near. */
+static int64_t near_needers(planner *p, const int64_t *off, const int64_t *ext,
+                            int64_t nneed) {
+  int64_t n = 0, o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+  if (p->indexed) {
+    n = rsi_box_tree_query(&p->ntree, off, ext, -1, p->near, nneed);
+    qsort(p->near, (size_t)n, sizeof *p->near, cmp_int64);
+    return n;
+  }
+  for (int64_t i = 0; i < nneed; i++)
+    if (rsi_box_intersect(p->ndim, off, ext, p->needers[i].off,
+                          p->needers[i].ext, o, e))
+      p->near[n++] = i;
+  return n;
+}
+
 /* Deliver piece (off, ext), held by every replica of source group g, to the
  * needers of one domain (their boxes meet the piece). */
 static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                          const group *g, int domain, int64_t nneed) {
   const sort_key *holders = p->skeys + g->first;
   int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
+  int64_t nnear = near_needers(p, off, ext, nneed);
 
   /* A replica inside the domain: no crossing at all. */
   bool inside = false;
   for (int64_t h = 0; h < g->n && !inside; h++)
     inside = holders[h].domain == domain;
   if (inside) {
-    for (int64_t i = 0; i < nneed; i++) {
-      const needer *n = &p->needers[i];
+    for (int64_t i = 0; i < nnear; i++) {
+      const needer *n = &p->needers[p->near[i]];
       if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
                              sub_ext))
         continue;
@@ -356,8 +472,8 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
 
   int64_t count = 0;
   const needer *only = NULL, *relay = NULL;
-  for (int64_t i = 0; i < nneed; i++) {
-    const needer *n = &p->needers[i];
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
     if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
                            sub_ext))
       continue;
@@ -379,7 +495,7 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
                       RSI_EP_DST, only->shard, only->rank, 0, 0));
     RSI_TRY(end_unit(p));
-    return needers_hold(p, g - p->sgroups, off, ext, nneed, p->nunits - 1,
+    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->nunits - 1,
                         depth);
   }
 
@@ -393,8 +509,8 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     from_rank = relay->rank;
   } else { /* no needer wants all of it: a relay slot in staging */
     const needer *at = NULL;
-    for (int64_t i = 0; i < nneed; i++) {
-      const needer *n = &p->needers[i];
+    for (int64_t i = 0; i < nnear; i++) {
+      const needer *n = &p->needers[p->near[i]];
       if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
                              sub_ext))
         continue;
@@ -407,8 +523,8 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     from_kind = RSI_EP_RELAY;
     from_rank = at->rank;
   }
-  for (int64_t i = 0; i < nneed; i++) {
-    const needer *n = &p->needers[i];
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
     if (from_kind == RSI_EP_DST && n == relay) continue;
     if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
                            sub_ext))
@@ -417,7 +533,7 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                       RSI_EP_DST, n->shard, n->rank, 1, 1));
   }
   RSI_TRY(end_unit(p));
-  return needers_hold(p, g - p->sgroups, off, ext, nneed, p->nunits - 1,
+  return needers_hold(p, g - p->sgroups, off, ext, nnear, p->nunits - 1,
                       depth);
 }
 
@@ -441,14 +557,15 @@ static rs_status deliver_bounded(planner *p, const int64_t *off,
   bool too_many = false;
   for (int j = 0; j < d && !too_many; j++)
     too_many = __builtin_mul_overflow(parts, ext[j], &parts);
-  if (too_many || parts > MAX_MOVES - p->plan->nmoves)
+  if (too_many || parts > moves_left(p))
     return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
                     "tensor '%s': a piece of %lld elements would be cut into "
                     "more parts (of at most %lld bytes, to fit the staging "
                     "setting) than a plan may hold (%lld moves); raise "
                     "RS_PARAM_STAGING_BYTES",
                     p->plan->tensors[p->tensor].name, (long long)vol,
-                    (long long)limit, (long long)MAX_MOVES);
+                    (long long)limit,
+                    (long long)(p->plan->nmoves + moves_left(p)));
   int64_t coff[RSI_MAX_DIMS], cext[RSI_MAX_DIMS], idx[RSI_MAX_DIMS] = {0};
   memcpy(coff, off, (size_t)p->ndim * sizeof *off);
   memcpy(cext, ext, (size_t)p->ndim * sizeof *ext);
@@ -507,24 +624,24 @@ static rs_status make_groups(planner *p, const rsi_side *side,
   return RS_OK;
 }
 
-/* Whether any two groups (sorted by offset in dim `dim` through `order`)
- * share an element. */
-static bool groups_disjoint(const planner *p, const group *groups,
-                            const key_value *order, int64_t n, int dim) {
-  for (int64_t i = 0; i < n; i++) {
-    const group *a = &groups[order[i].i];
-    int64_t end = a->off[dim] + a->ext[dim];
-    for (int64_t j = i + 1; j < n && order[j].v < end; j++) {
-      const group *b = &groups[order[j].i];
-      int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
-      if (rsi_box_intersect(p->ndim, a->off, a->ext, b->off, b->ext, o, e))
-        return false;
-    }
-  }
-  return true;
+/* Group i's box: its offset, the extent right after it (a sort_key's
+ * geometry). */
+static const int64_t *group_box(const void *groups, int64_t i) {
+  return ((const group *)groups)[i].off;
 }
 
-/* Index the source groups on the dim with the most distinct offsets. */
+/* Fill tree with groups[0..n) and tell whether any two share an element. */
+static rs_status groups_disjoint(planner *p, rsi_box_tree *tree,
+                                 const group *groups, int64_t n,
+                                 bool *disjoint) {
+  RSI_TRY(rsi_box_tree_build(tree, p->ndim, n, group_box, groups, p->err));
+  int64_t a, b;
+  *disjoint = rsi_box_tree_disjoint(tree, &a, &b);
+  return RS_OK;
+}
+
+/* Index the source groups in a box tree, and order them by offset in the
+ * dim with the most distinct offsets (the order queries answer in). */
 static rs_status index_sources(planner *p, key_value *order) {
   int best = 0;
   int64_t best_distinct = -1;
@@ -541,36 +658,20 @@ static rs_status index_sources(planner *p, key_value *order) {
     }
   }
   p->key = best;
-  p->maxlen = 0;
-  for (int64_t i = 0; i < p->nsg; i++) {
+  for (int64_t i = 0; i < p->nsg; i++)
     order[i] = (key_value){p->sgroups[i].off[best], i};
-    if (p->sgroups[i].ext[best] > p->maxlen) p->maxlen = p->sgroups[i].ext[best];
-  }
   qsort(order, (size_t)p->nsg, sizeof *order, cmp_key_value);
-  p->src_disjoint = groups_disjoint(p, p->sgroups, order, p->nsg, best);
-  return RS_OK;
+  for (int64_t i = 0; i < p->nsg; i++) p->key_rank[order[i].i] = i;
+  return groups_disjoint(p, &p->stree, p->sgroups, p->nsg, &p->src_disjoint);
 }
 
 /* Source groups meeting box (off, ext), in index order, into p->cands. */
 static int64_t query_sources(planner *p, const key_value *order,
                              const int64_t *off, const int64_t *ext) {
-  int64_t lo = off[p->key] - p->maxlen, hi = off[p->key] + ext[p->key];
-  /* first entry with v > lo */
-  int64_t a = 0, b = p->nsg;
-  while (a < b) {
-    int64_t m = a + (b - a) / 2;
-    if (order[m].v <= lo)
-      a = m + 1;
-    else
-      b = m;
-  }
-  int64_t n = 0;
-  int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
-  for (int64_t i = a; i < p->nsg && order[i].v < hi; i++) {
-    const group *g = &p->sgroups[order[i].i];
-    if (rsi_box_intersect(p->ndim, g->off, g->ext, off, ext, o, e))
-      p->cands[n++] = order[i].i;
-  }
+  int64_t n = rsi_box_tree_query(&p->stree, off, ext, -1, p->cands, p->nsg);
+  for (int64_t i = 0; i < n; i++) p->cands[i] = p->key_rank[p->cands[i]];
+  qsort(p->cands, (size_t)n, sizeof *p->cands, cmp_int64);
+  for (int64_t i = 0; i < n; i++) p->cands[i] = order[p->cands[i]].i;
   return n;
 }
 
@@ -594,6 +695,7 @@ static rs_status serve_fragment(planner *p, const key_value *order,
                                 const int64_t *off, const int64_t *ext,
                                 int domain, int64_t nneed) {
   int nd = p->ndim;
+  RSI_TRY(index_needers(p, nneed));
   int64_t ncand = query_sources(p, order, off, ext);
   int64_t po[RSI_MAX_DIMS], pe[RSI_MAX_DIMS];
   if (p->src_disjoint) {
@@ -660,20 +762,194 @@ static void add_needers(planner *p, const domain_entry *e, int64_t *count) {
   }
 }
 
+/* The groups of one domain's entries, from entry e0 on, as boxes. */
+typedef struct domain_groups {
+  const planner *p;
+  int64_t e0;
+} domain_groups;
+
+static const int64_t *domain_group_box(const void *ctx, int64_t i) {
+  const domain_groups *dg = ctx;
+  return dg->p->dgroups[dg->p->entries[dg->e0 + i].group].off;
+}
+
+/* ---- domains whose groups overlap ---------------------------------------- */
+
+/* A domain's overlapping groups are carved into disjoint fragments, each
+ * needed by every group it meets: group by group in entry order, a group
+ * adds what the earlier fragments leave of its box. Only the earlier
+ * fragments that meet it are taken away (the others would change nothing),
+ * found through the groups they came from in the domain's box tree. Up to
+ * CARVE_IN_ORDER of them are taken away one after the other, each piece
+ * they meet replaced by its slabs; more are split first: the box is halved
+ * at the median boundary of the fragments inside it, in the dim that has
+ * the most, until few meet each half (or CARVE_DEPTH halvings). */
+#define CARVE_IN_ORDER 32
+#define CARVE_DEPTH 48
+
+/* Take cutters p->cut[first ..) (n boxes: offset, extent) away, in order,
+ * from the pieces p->frags[start ..): a piece that meets a cutter is
+ * replaced by the slabs rsi_box_subtract leaves of it. */
+static rs_status subtract_in_order(planner *p, int64_t start, int64_t first,
+                                   int64_t n) {
+  int nd = p->ndim;
+  rsi_pool *fr = &p->frags;
+  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
+  for (int64_t c = 0; c < n && fr->n > start; c++) {
+    const int64_t *q = p->cut.v + first + c * 2 * nd;
+    int64_t end = fr->n;
+    for (int64_t r = start; r < end; r += 2 * nd) {
+      int k = rsi_box_subtract(nd, fr->v + r, fr->v + r + nd, q, q + nd, fo,
+                               fe);
+      for (int f = 0; f < k; f++)
+        if (rsi_pool_push(fr, fo + f * nd, nd, p->err) < 0 ||
+            rsi_pool_push(fr, fe + f * nd, nd, p->err) < 0)
+          return RS_ERR_NO_MEMORY;
+    }
+    memmove(fr->v + start, fr->v + end, (size_t)(fr->n - end) * sizeof *fr->v);
+    fr->n -= end - start;
+  }
+  return RS_OK;
+}
+
+/* Where to halve box (offset, extent) among cutters p->cut[first ..): the
+ * dim with the most cutter boundaries strictly inside the box, at their
+ * median. There is one when no cutter contains the box. */
+static rs_status choose_cut(planner *p, const int64_t *box, int64_t first,
+                            int64_t n, int *dim, int64_t *at) {
+  int nd = p->ndim;
+  int64_t count[RSI_MAX_DIMS] = {0};
+  for (int64_t c = 0; c < n; c++) {
+    const int64_t *q = p->cut.v + first + c * 2 * nd;
+    for (int d = 0; d < nd; d++) {
+      count[d] += q[d] > box[d];
+      count[d] += q[d] + q[nd + d] < box[d] + box[nd + d];
+    }
+  }
+  int best = 0;
+  for (int d = 1; d < nd; d++)
+    if (count[d] > count[best]) best = d;
+  RSI_TRY(rsi_grow((void **)&p->cut_at, &p->cap_cut_at, count[best],
+                   sizeof *p->cut_at, 64, p->err));
+  int64_t k = 0, lo = box[best], hi = box[best] + box[nd + best];
+  for (int64_t c = 0; c < n; c++) {
+    const int64_t *q = p->cut.v + first + c * 2 * nd;
+    if (q[best] > lo) p->cut_at[k++] = q[best];
+    if (q[best] + q[nd + best] < hi) p->cut_at[k++] = q[best] + q[nd + best];
+  }
+  qsort(p->cut_at, (size_t)k, sizeof *p->cut_at, cmp_int64);
+  *dim = best;
+  *at = p->cut_at[k / 2];
+  return RS_OK;
+}
+
+/* Append to p->frags what cutters p->cut[first ..) (n boxes) leave of box
+ * (offset, extent; a copy, the pools move). */
+static rs_status carve_rest(planner *p, const int64_t *box, int64_t first,
+                            int64_t n, int depth) {
+  int nd = p->ndim;
+  for (int64_t c = 0; c < n; c++) {
+    const int64_t *q = p->cut.v + first + c * 2 * nd;
+    if (rsi_box_contains(nd, q, q + nd, box, box + nd)) return RS_OK;
+  }
+  if (n <= CARVE_IN_ORDER || depth >= CARVE_DEPTH) {
+    int64_t start = p->frags.n;
+    if (rsi_pool_push(&p->frags, box, 2 * nd, p->err) < 0)
+      return RS_ERR_NO_MEMORY;
+    return subtract_in_order(p, start, first, n);
+  }
+  int dim;
+  int64_t at;
+  RSI_TRY(choose_cut(p, box, first, n, &dim, &at));
+  for (int upper = 0; upper < 2; upper++) {
+    int64_t half[2 * RSI_MAX_DIMS];
+    memcpy(half, box, (size_t)(2 * nd) * sizeof *half);
+    half[dim] = upper ? at : box[dim];
+    half[nd + dim] = upper ? box[dim] + box[nd + dim] - at : at - box[dim];
+    int64_t mark = p->cut.n;
+    for (int64_t c = 0; c < n; c++) {
+      int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+      const int64_t *q = p->cut.v + first + c * 2 * nd;
+      if (!rsi_box_intersect(nd, q, q + nd, half, half + nd, o, e)) continue;
+      if (rsi_pool_push(&p->cut, o, nd, p->err) < 0 ||
+          rsi_pool_push(&p->cut, e, nd, p->err) < 0)
+        return RS_ERR_NO_MEMORY;
+    }
+    RSI_TRY(carve_rest(p, half, mark, (p->cut.n - mark) / (2 * nd),
+                       depth + 1));
+    p->cut.n = mark;
+  }
+  return RS_OK;
+}
+
+/* Carve the groups of entries [e0, e1) (in p->dtree, by entry - e0) into
+ * disjoint fragments in p->frags. */
+static rs_status carve_domain(planner *p, int64_t e0, int64_t e1) {
+  int nd = p->ndim;
+  int64_t m = e1 - e0;
+  RSI_TRY(rsi_grow((void **)&p->frag_first, &p->cap_frag_first, m + 1,
+                   sizeof *p->frag_first, 64, p->err));
+  RSI_TRY(rsi_grow((void **)&p->hits, &p->cap_hits, m, sizeof *p->hits, 64,
+                   p->err));
+  p->frags.n = 0;
+  for (int64_t i = 0; i < m; i++) {
+    const group *g = &p->dgroups[p->entries[e0 + i].group];
+    p->frag_first[i] = p->frags.n;
+    int64_t nhits = rsi_box_tree_query(&p->dtree, g->off, g->ext, i, p->hits, m);
+    qsort(p->hits, (size_t)nhits, sizeof *p->hits, cmp_int64);
+    p->cut.n = 0;
+    for (int64_t h = 0; h < nhits && p->hits[h] < i; h++)
+      for (int64_t f = p->frag_first[p->hits[h]];
+           f < p->frag_first[p->hits[h] + 1]; f += 2 * nd) {
+        int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
+        const int64_t *q = p->frags.v + f;
+        if (rsi_box_intersect(nd, q, q + nd, g->off, g->ext, o, e) &&
+            rsi_pool_push(&p->cut, q, 2 * nd, p->err) < 0)
+          return RS_ERR_NO_MEMORY;
+      }
+    int64_t box[2 * RSI_MAX_DIMS];
+    memcpy(box, g->off, (size_t)(2 * nd) * sizeof *box);
+    RSI_TRY(carve_rest(p, box, 0, p->cut.n / (2 * nd), 0));
+  }
+  p->frag_first[m] = p->frags.n;
+  return RS_OK;
+}
+
+/* Serve each fragment of p->frags to the needers of every group it meets
+ * (in entry order). */
+static rs_status serve_carved(planner *p, const key_value *order, int64_t e0,
+                              int64_t e1) {
+  int nd = p->ndim;
+  int64_t total_holders = 0;
+  for (int64_t i = e0; i < e1; i++) total_holders += p->entries[i].n;
+  RSI_TRY(reserve_needers(p, total_holders));
+  const rsi_pool *fr = &p->frags;
+  for (int64_t q = 0; q < fr->n; q += 2 * nd) {
+    int64_t count = 0;
+    int64_t nhits = rsi_box_tree_query(&p->dtree, fr->v + q, fr->v + q + nd,
+                                       -1, p->hits, e1 - e0);
+    qsort(p->hits, (size_t)nhits, sizeof *p->hits, cmp_int64);
+    for (int64_t h = 0; h < nhits; h++)
+      add_needers(p, &p->entries[e0 + p->hits[h]], &count);
+    RSI_TRY(serve_fragment(p, order, fr->v + q, fr->v + q + nd,
+                           p->entries[e0].domain, count));
+  }
+  return RS_OK;
+}
+
 /* Serve the destination groups of one domain, entries [e0, e1). */
 static rs_status serve_domain(planner *p, const key_value *order, int64_t e0,
                               int64_t e1) {
   int nd = p->ndim;
   int domain = p->entries[e0].domain;
   bool overlap = false;
-  if (!p->dst_disjoint)
-    for (int64_t i = e0; i < e1 && !overlap; i++)
-      for (int64_t j = i + 1; j < e1 && !overlap; j++) {
-        const group *a = &p->dgroups[p->entries[i].group];
-        const group *b = &p->dgroups[p->entries[j].group];
-        int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
-        overlap = rsi_box_intersect(nd, a->off, a->ext, b->off, b->ext, o, e);
-      }
+  if (!p->dst_disjoint) {
+    const domain_groups dg = {p, e0};
+    int64_t a, b;
+    RSI_TRY(rsi_box_tree_build(&p->dtree, nd, e1 - e0, domain_group_box, &dg,
+                               p->err));
+    overlap = !rsi_box_tree_disjoint(&p->dtree, &a, &b);
+  }
   if (!overlap) { /* each group is its own fragment */
     for (int64_t i = e0; i < e1; i++) {
       const domain_entry *e = &p->entries[i];
@@ -685,50 +961,8 @@ static rs_status serve_domain(planner *p, const key_value *order, int64_t e0,
     }
     return RS_OK;
   }
-  /* Overlapping boxes in one domain: carve their union into disjoint
-   * fragments, each needed by every group it meets. */
-  rsi_pool *fr = &p->frags;
-  fr->n = 0;
-  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
-  int64_t total_holders = 0;
-  for (int64_t i = e0; i < e1; i++) {
-    const group *g = &p->dgroups[p->entries[i].group];
-    total_holders += p->entries[i].n;
-    int64_t start = fr->n;
-    if (rsi_pool_push(fr, g->off, nd, p->err) < 0 ||
-        rsi_pool_push(fr, g->ext, nd, p->err) < 0)
-      return RS_ERR_NO_MEMORY;
-    /* subtract every earlier fragment from the new pieces */
-    for (int64_t q = 0; q < start; q += 2 * nd) {
-      int64_t end = fr->n;
-      for (int64_t r = start; r < end; r += 2 * nd) {
-        int k = rsi_box_subtract(nd, fr->v + r, fr->v + r + nd, fr->v + q,
-                                 fr->v + q + nd, fo, fe);
-        for (int f = 0; f < k; f++) {
-          if (rsi_pool_push(fr, fo + f * nd, nd, p->err) < 0 ||
-              rsi_pool_push(fr, fe + f * nd, nd, p->err) < 0)
-            return RS_ERR_NO_MEMORY;
-        }
-      }
-      memmove(fr->v + start, fr->v + end, (size_t)(fr->n - end) * sizeof *fr->v);
-      fr->n -= end - start;
-    }
-  }
-  RSI_TRY(reserve_needers(p, total_holders));
-  for (int64_t q = 0; q < fr->n; q += 2 * nd) {
-    int64_t count = 0;
-    int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS];
-    int64_t fo1[RSI_MAX_DIMS], fe1[RSI_MAX_DIMS];
-    memcpy(fo1, fr->v + q, (size_t)nd * sizeof *fo1);
-    memcpy(fe1, fr->v + q + nd, (size_t)nd * sizeof *fe1);
-    for (int64_t i = e0; i < e1; i++) {
-      const group *g = &p->dgroups[p->entries[i].group];
-      if (rsi_box_intersect(nd, g->off, g->ext, fo1, fe1, o, e))
-        add_needers(p, &p->entries[i], &count);
-    }
-    RSI_TRY(serve_fragment(p, order, fo1, fe1, domain, count));
-  }
-  return RS_OK;
+  RSI_TRY(carve_domain(p, e0, e1));
+  return serve_carved(p, order, e0, e1);
 }
 
 static int cmp_entry(const void *x, const void *y) {
@@ -750,11 +984,7 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
   if (p->ndg == 0) return RS_OK;
   if (p->nsg == 0) return not_covered(p, p->dgroups[0].off);
 
-  /* Destination groups: disjoint overall? (sorted by box, so by dim 0) */
-  key_value *dorder = (key_value *)p->cands; /* borrowed, sized for both */
-  for (int64_t i = 0; i < p->ndg; i++)
-    dorder[i] = (key_value){p->dgroups[i].off[0], i};
-  p->dst_disjoint = groups_disjoint(p, p->dgroups, dorder, p->ndg, 0);
+  RSI_TRY(groups_disjoint(p, &p->dtree, p->dgroups, p->ndg, &p->dst_disjoint));
   RSI_TRY(index_sources(p, order));
 
   /* Entries: each group's holders, split by domain. */
@@ -879,22 +1109,16 @@ static rs_status shards_by_tensor(const rs_layout *l, const int *tensor_map,
   return RS_OK;
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-  const unsigned char *b = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 enum { HASH_TENSORS, HASH_SRC, HASH_DST, HASH_TOPOLOGY };
 
 static void fingerprint(rs_plan *plan) {
-  const uint64_t basis = 14695981039346656037ull;
+  const uint64_t basis = RSI_FNV1A64_BASIS;
   uint64_t h = basis;
   for (int t = 0; t < plan->ntensors; t++) {
     const rsi_tensor *x = &plan->tensors[t];
-    h = fnv(h, x->name, strlen(x->name) + 1);
-    h = fnv(h, &x->dtype, sizeof x->dtype);
-    h = fnv(h, x->shape, (size_t)x->ndim * sizeof *x->shape);
+    h = rsi_fnv1a64_update(h, x->name, strlen(x->name) + 1);
+    h = rsi_fnv1a64_update(h, &x->dtype, sizeof x->dtype);
+    h = rsi_fnv1a64_update(h, x->shape, (size_t)x->ndim * sizeof *x->shape);
   }
   plan->section_hash[HASH_TENSORS] = h;
   for (int s = 0; s < 2; s++) {
@@ -903,18 +1127,18 @@ static void fingerprint(rs_plan *plan) {
     for (int64_t i = 0; i < side->nshards; i++) {
       const rsi_shard *sh = &side->shards[i];
       int32_t head[3] = {sh->tensor, sh->rank, sh->buffer};
-      h = fnv(h, head, sizeof head);
-      h = fnv(h, &sh->byte_offset, sizeof sh->byte_offset);
+      h = rsi_fnv1a64_update(h, head, sizeof head);
+      h = rsi_fnv1a64_update(h, &sh->byte_offset, sizeof sh->byte_offset);
     }
     plan->section_hash[s == RS_SIDE_SRC ? HASH_SRC : HASH_DST] =
-        fnv(h, side->pool.v, (size_t)side->pool.n * sizeof *side->pool.v);
+        rsi_fnv1a64_update(h, side->pool.v, (size_t)side->pool.n * sizeof *side->pool.v);
   }
-  h = fnv(basis, &plan->world_size, sizeof plan->world_size);
-  h = fnv(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
-  h = fnv(h, &plan->staging_bytes, sizeof plan->staging_bytes);
+  h = rsi_fnv1a64_update(basis, &plan->world_size, sizeof plan->world_size);
+  h = rsi_fnv1a64_update(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
+  h = rsi_fnv1a64_update(h, &plan->staging_bytes, sizeof plan->staging_bytes);
   plan->section_hash[HASH_TOPOLOGY] =
-      fnv(h, &plan->integrity, sizeof plan->integrity);
-  plan->fingerprint = fnv(basis, plan->section_hash, sizeof plan->section_hash);
+      rsi_fnv1a64_update(h, &plan->integrity, sizeof plan->integrity);
+  plan->fingerprint = rsi_fnv1a64_update(basis, plan->section_hash, sizeof plan->section_hash);
 }
 
 void rsi_plan_destroy(rs_plan *plan) {
@@ -947,6 +1171,10 @@ static void planner_free(planner *p) {
   free(p->cands);
   free(p->needers);
   rsi_pool_free(&p->frags);
+  rsi_pool_free(&p->cut);
+  free(p->frag_first);
+  free(p->hits);
+  free(p->cut_at);
   rsi_pool_free(&p->work);
   free(p->send_load);
   free(p->send_inter_load);
@@ -957,6 +1185,11 @@ static void planner_free(planner *p) {
   free(p->slots);
   free(p->holders);
   rsi_pool_free(&p->keys_pool);
+  rsi_box_tree_free(&p->stree);
+  rsi_box_tree_free(&p->dtree);
+  rsi_box_tree_free(&p->ntree);
+  free(p->near);
+  free(p->key_rank);
 }
 
 static rs_status build(rs_plan *plan, const rs_layout *src,
@@ -1005,6 +1238,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     st = shards_by_tensor(dst, dst_map, src->ntensors, &dfirst, &dids, err);
   free(dst_map);
   free(src_map);
+  if (st == RS_OK) st = check_plan_size(p, dfirst, dids);
 
   /* Scratch sized for the largest tensor. */
   int64_t max_s = 0, max_d = 0;
@@ -1012,7 +1246,6 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     if (sfirst[t + 1] - sfirst[t] > max_s) max_s = sfirst[t + 1] - sfirst[t];
     if (dfirst[t + 1] - dfirst[t] > max_d) max_d = dfirst[t + 1] - dfirst[t];
   }
-  int64_t max_sd = (max_s > max_d ? max_s : max_d) + 1;
   key_value *order = NULL;
   if (st == RS_OK) {
     p->skeys = malloc((size_t)(max_s + 1) * sizeof *p->skeys);
@@ -1020,15 +1253,15 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     p->sgroups = malloc((size_t)(max_s + 1) * sizeof *p->sgroups);
     p->dgroups = malloc((size_t)(max_d + 1) * sizeof *p->dgroups);
     p->entries = malloc((size_t)(max_d + 1) * sizeof *p->entries);
-    /* cands doubles as the destination order (key_value, 2 words) */
-    p->cands = malloc((size_t)max_sd * sizeof(key_value));
+    p->cands = malloc((size_t)(max_s + 1) * sizeof *p->cands);
+    p->key_rank = malloc((size_t)(max_s + 1) * sizeof *p->key_rank);
     order = malloc((size_t)(max_s + 1) * sizeof *order);
     p->send_load = calloc((size_t)plan->world_size, sizeof *p->send_load);
     p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
     p->send_inter_load = calloc((size_t)plan->world_size, sizeof *p->send_inter_load);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
-        !p->cands || !order || !p->send_load || !p->recv_inter_load ||
-        !p->send_inter_load)
+        !p->cands || !p->key_rank || !order || !p->send_load ||
+        !p->recv_inter_load || !p->send_inter_load)
       st = RSI_NOMEM(err);
   }
   for (int t = 0; st == RS_OK && t < plan->ntensors; t++) {

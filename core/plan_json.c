@@ -1,11 +1,14 @@
 /* The plan as JSON, for people and tools: tensors, per-rank figures, and
- * every move. */
+ * every move. Tensor names are well-formed UTF-8 without control bytes
+ * (rsi_layout_add_tensor refuses others), so they go in as they are, but
+ * for the escapes JSON requires. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
+#include "utf8.h"
 
 typedef struct sbuf {
   char *s;
@@ -45,16 +48,24 @@ static void put(sbuf *b, const char *fmt, ...) {
   }
 }
 
+/* s as a JSON string: '"' and '\\' escaped, control bytes as \u00XX, and
+ * (never met in a name, see above) a byte outside well-formed UTF-8 as
+ * U+FFFD, so the output is valid JSON whatever s holds. */
 static void put_string(sbuf *b, const char *s) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t n = strlen(s);
   put(b, "\"");
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      put(b, "\\%c", c);
-    else if (c < 0x20)
-      put(b, "\\u%04x", c);
+  for (size_t at = 0; at < n;) {
+    size_t k = rsi_utf8_char_len(u + at, n - at);
+    if (u[at] == '"' || u[at] == '\\')
+      put(b, "\\%c", u[at]);
+    else if (rsi_is_control_byte(u[at]))
+      put(b, "\\u%04x", u[at]);
+    else if (!k)
+      put(b, "\\ufffd");
     else
-      put(b, "%c", c);
+      put(b, "%.*s", (int)k, s + at);
+    at += k ? k : 1;
   }
   put(b, "\"");
 }

@@ -1,16 +1,15 @@
+/* The layout wire format (wire.h): encoding, decoding with every length
+ * checked before it is read, and merging encodings into a layout all or
+ * nothing. */
 #include "wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char magic[8] = {'R', 'S', 'L', 'A', 'Y', 'O', 'U', 'T'};
+#include "hash.h"
 
-static uint64_t fnv1a(const unsigned char *b, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
+static const char magic[8] = {'R', 'S', 'L', 'A', 'Y', 'O', 'U', 'T'};
 
 /* ---- writer ---------------------------------------------------------------- */
 
@@ -83,7 +82,7 @@ rs_status rsi_wire_encode(const rs_layout *l, int rank, void **out,
     return RSI_NOMEM(err);
   }
   for (int i = 0; i < 8; i++) w.b[16 + i] = (unsigned char)((uint64_t)w.n >> (8 * i));
-  uint64_t sum = fnv1a(w.b, w.n - 8);
+  uint64_t sum = rsi_fnv1a64(w.b, w.n - 8);
   for (int i = 0; i < 8; i++) w.b[w.n - 8 + i] = (unsigned char)(sum >> (8 * i));
   *out = w.b;
   *len = w.n;
@@ -155,7 +154,8 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
   {
     reader t = {bytes, len, len - 8};
     get_u64(&t, &sum);
-    if (sum != fnv1a(bytes, len - 8)) return CORRUPT("checksum mismatch");
+    if (sum != rsi_fnv1a64(bytes, len - 8))
+      return CORRUPT("checksum mismatch");
   }
   r.n = len - 8; /* the checksum is not content */
   if (!get_u32(&r, &ntensors)) return CORRUPT("truncated tensor count");
@@ -232,31 +232,13 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
       geom[k] = (int64_t)v;
     }
     if (st != RS_OK) break;
-    st = rsi_layout_add_shard(l, x->name, (int)rank, geom, geom + x->ndim,
-                              (int)buffer, (int64_t)byte_offset,
-                              geom + 2 * x->ndim);
+    st = rsi_layout_add_shard_to(l, map[tensor], (int)rank, geom,
+                                 geom + x->ndim, (int)buffer,
+                                 (int64_t)byte_offset, geom + 2 * x->ndim);
   }
   if (st == RS_OK && r.at != r.n) st = CORRUPT("trailing bytes");
   free(name);
   free(map);
-  return st;
-}
-
-/* A copy of layout's tensors and shards, to decode into. */
-static rs_status clone(const rs_layout *l, rs_layout **out, rsi_err *err) {
-  void *bytes;
-  size_t len;
-  RSI_TRY(rsi_layout_create(l->ctx, out));
-  if (l->ntensors == 0 && l->nshards == 0) return RS_OK;
-  rs_status st = rsi_wire_encode(l, 0, &bytes, &len, err);
-  if (st == RS_OK) {
-    st = rsi_wire_decode(*out, RSI_WIRE_ANY_SENDER, bytes, len, err);
-    free(bytes);
-  }
-  if (st != RS_OK) {
-    rsi_layout_destroy(*out);
-    *out = NULL;
-  }
   return st;
 }
 
@@ -269,16 +251,30 @@ static void swap_contents(rs_layout *a, rs_layout *b) {
   b->ctx = c;
 }
 
-rs_status rsi_wire_merge(rs_layout *l, const void *bytes, const size_t *counts,
-                         int n, bool from_any, rsi_err *err) {
-  rs_layout *merged = NULL;
-  rs_status st = from_any ? clone(l, &merged, err) : rsi_layout_create(l->ctx, &merged);
+/* Decode the n encodings into l, one after another. */
+static rs_status decode_each(rs_layout *l, const void *bytes,
+                             const size_t *counts, int n, bool from_any,
+                             rsi_err *err) {
   size_t at = 0;
-  for (int r = 0; st == RS_OK && r < n; r++) {
-    st = rsi_wire_decode(merged, from_any ? RSI_WIRE_ANY_SENDER : r,
-                         (const char *)bytes + at, counts[r], err);
+  for (int r = 0; r < n; r++) {
+    RSI_TRY(rsi_wire_decode(l, from_any ? RSI_WIRE_ANY_SENDER : r,
+                            (const char *)bytes + at, counts[r], err));
     at += counts[r];
   }
+  return RS_OK;
+}
+
+rs_status rsi_wire_merge(rs_layout *l, const void *bytes, const size_t *counts,
+                         int n, bool from_any, rsi_err *err) {
+  if (from_any) { /* added to what l holds: decode in place, undo on failure */
+    rsi_layout_mark mark = rsi_layout_mark_now(l);
+    rs_status st = decode_each(l, bytes, counts, n, true, err);
+    if (st != RS_OK) rsi_layout_roll_back(l, &mark);
+    return st;
+  }
+  rs_layout *merged = NULL; /* replaces what l holds */
+  RSI_TRY(rsi_layout_create(l->ctx, &merged));
+  rs_status st = decode_each(merged, bytes, counts, n, false, err);
   if (st == RS_OK) swap_contents(l, merged);
   rsi_layout_destroy(merged);
   return st;

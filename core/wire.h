@@ -27,16 +27,20 @@ rs_status rsi_wire_encode(const rs_layout *layout, int rank, void **out,
                           size_t *len, rsi_err *err);
 
 /* Decode bytes sent by rank `from` (RSI_WIRE_ANY_SENDER: whoever) into
- * layout: tensors new to it are declared, known ones must agree
- * (RS_ERR_MISMATCH), shards are added. Malformed bytes give RS_ERR_CORRUPT.
- * On failure the layout may hold part of the bytes: callers decode into a
- * copy (rsi_wire_merge does). */
+ * layout: tensors new to it are declared (through rsi_layout_add_tensor,
+ * so names follow its rule), known ones must agree (RS_ERR_MISMATCH),
+ * shards are added. Malformed bytes give RS_ERR_CORRUPT. The work is linear
+ * in len. On failure the layout may hold part of the bytes: callers take
+ * them back (rsi_wire_merge does). */
 rs_status rsi_wire_decode(rs_layout *layout, int from, const void *bytes,
                           size_t len, rsi_err *err);
 
 /* Decode several encodings (counts[i] bytes each, back to back, the i-th
- * sent by rank i, or by anyone when counts has one entry and from_any)
- * into layout, all or nothing. */
+ * sent by rank i, or by anyone when from_any) into layout, all or nothing.
+ * from_any: added to what layout holds, in place, and on failure rolled
+ * back to the counts it had (rs_layout_deserialize), so the work is linear
+ * in the bytes, not in the layout. Otherwise the encodings replace what
+ * layout holds (rs_layout_allgather, whose encodings include its own). */
 rs_status rsi_wire_merge(rs_layout *layout, const void *bytes,
                          const size_t *counts, int n, bool from_any,
                          rsi_err *err);

@@ -1,3 +1,6 @@
+/* The layout calls of the public API: argument checks, then core/layout
+ * (declaring tensors and shards) and core/wire (serializing, and
+ * deserializing in place, all or nothing). */
 #include "api.h"
 #include "layout.h"
 #include "wire.h"

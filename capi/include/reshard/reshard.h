@@ -283,10 +283,16 @@ RS_API void rs_layout_destroy(rs_layout *layout);
 
 /**
  * Declare a logical tensor: a unique non-empty @p name (copied), a dtype and
- * a shape of @p ndim (1..RS_MAX_DIMS) sizes, each >= 1.
+ * a shape of @p ndim (1..RS_MAX_DIMS) sizes, each >= 1. The name must be
+ * well-formed UTF-8 (RFC 3629: shortest forms, no surrogates, nothing above
+ * U+10FFFF) without ASCII control bytes (below 0x20, and 0x7f), so that it
+ * appears as it is in rs_plan_to_json and in error messages. Looking a name
+ * up takes about the same time however the names were chosen.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_DUPLICATE_NAME, RS_ERR_TOO_MANY_DIMS,
- * RS_ERR_BAD_SHAPE, RS_ERR_INVALID_ARGUMENT (unknown dtype, empty name),
- * RS_ERR_OVERFLOW (total bytes above INT64_MAX). @since 0.1
+ * RS_ERR_BAD_SHAPE, RS_ERR_INVALID_ARGUMENT (unknown dtype, empty name, a
+ * name that is not UTF-8 or holds a control byte: the message gives the
+ * byte offset of the first bad byte), RS_ERR_OVERFLOW (total bytes above
+ * INT64_MAX), RS_ERR_NO_MEMORY. @since 0.1
  */
 RS_API rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
                                       rs_dtype dtype, int ndim,
@@ -369,12 +375,17 @@ RS_API rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
 
 /**
  * Decode @p length bytes made by rs_layout_serialize and add what they hold
- * to @p layout: tensors it does not have are declared, tensors it has must
+ * to @p layout: tensors it does not have are declared as by
+ * rs_layout_add_tensor (the same rules for names), tensors it has must
  * agree in dtype and shape, and every shard is validated as by
- * rs_layout_add_shard. On any failure the layout is unchanged.
+ * rs_layout_add_shard. On any failure the layout is unchanged. The work is
+ * proportional to @p length, not to what @p layout already holds, so a
+ * layout may be assembled from many pieces, one call each.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_CORRUPT (malformed, truncated or
  * checksum-failing bytes, or another wire version), RS_ERR_MISMATCH (a
- * tensor declared differently), and every status of rs_layout_add_shard.
+ * tensor declared differently), every status of rs_layout_add_tensor
+ * (RS_ERR_INVALID_ARGUMENT for a bad name, RS_ERR_TOO_MANY_DIMS, ...) and
+ * every status of rs_layout_add_shard.
  * @since 0.1
  */
 RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,

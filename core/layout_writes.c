@@ -1,0 +1,272 @@
+/* The destination write check (rsi_layout_check_writes, layout.h): no two
+ * shards of one rank write the same byte of one buffer.
+ *
+ * Shards are swept per (rank, buffer) in byte-offset order and cut into
+ * clusters, runs of shards whose byte spans chain together; shards of two
+ * clusters cannot share a byte. Inside a cluster:
+ * - when every shard belongs to one tensor, with the same element strides
+ *   and the same base (the byte where the tensor's element 0 would sit),
+ *   every element of the tensor has one address for all of them. If those
+ *   strides cannot alias over the cluster's bounding box, two shards share
+ *   bytes exactly when their boxes meet, which a box tree finds in
+ *   O(k log k) for k shards, however their spans interleave (each column of
+ *   a matrix as its own shard of one buffer, say);
+ * - otherwise the shards' contiguous byte runs are merged in address order
+ *   (a heap over one run iterator per shard), and a run that starts before
+ *   the furthest end seen so far shares a byte with the run that reached
+ *   it: exact for any strides, O(R log k) for R runs, and never shard
+ *   against shard. */
+#include "layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "box.h"
+#include "box_tree.h"
+
+typedef struct write_key {
+  int32_t rank, buffer;
+  int64_t byte_offset, index;
+} write_key;
+
+static int by_rank_buffer_start(const void *x, const void *y) {
+  const write_key *a = x, *b = y;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+  if (a->buffer != b->buffer) return a->buffer < b->buffer ? -1 : 1;
+  if (a->byte_offset != b->byte_offset)
+    return a->byte_offset < b->byte_offset ? -1 : 1;
+  return (a->index > b->index) - (a->index < b->index);
+}
+
+/* One cluster: shards keys[0..n) of one (rank, buffer), and where a pair
+ * that shares bytes is reported (positions in keys, a < b). */
+typedef struct cluster {
+  const rs_layout *l;
+  const write_key *keys;
+  int64_t n;
+  bool shared;
+  int64_t a, b;
+} cluster;
+
+static const rsi_shard *shard_at(const cluster *c, int64_t i) {
+  return &c->l->shards[c->keys[i].index];
+}
+
+static void found_pair(cluster *c, int64_t i, int64_t j) {
+  c->shared = true;
+  c->a = i < j ? i : j;
+  c->b = i < j ? j : i;
+}
+
+/* ---- shards of one tensor, strides and base: their boxes decide ---------- */
+
+/* The byte where the tensor's element 0 would sit under the shard's
+ * strides; false when it overflows. */
+static bool shard_base(const rs_layout *l, const rsi_shard *s, int64_t *base) {
+  const rsi_tensor *t = &l->tensors[s->tensor];
+  const int64_t *off = rsi_shard_offset(&l->pool, s);
+  const int64_t *st = rsi_shard_strides(&l->pool, s, t->ndim);
+  int64_t elems = 0, term;
+  for (int d = 0; d < t->ndim; d++)
+    if (__builtin_mul_overflow(off[d], st[d], &term) ||
+        __builtin_add_overflow(elems, term, &elems))
+      return false;
+  return !__builtin_mul_overflow(elems, (int64_t)t->esize, &term) &&
+         !__builtin_sub_overflow(s->byte_offset, term, base);
+}
+
+/* Whether every shard of the cluster maps the tensor's elements to bytes
+ * the same way, without aliasing over the cluster's bounding box. */
+static bool one_mapping(const cluster *c) {
+  const rs_layout *l = c->l;
+  const rsi_shard *first = shard_at(c, 0);
+  const rsi_tensor *t = &l->tensors[first->tensor];
+  const int64_t *strides = rsi_shard_strides(&l->pool, first, t->ndim);
+  int64_t base, lo[RSI_MAX_DIMS], hi[RSI_MAX_DIMS];
+  if (!shard_base(l, first, &base)) return false;
+  for (int d = 0; d < t->ndim; d++) {
+    lo[d] = INT64_MAX;
+    hi[d] = INT64_MIN;
+  }
+  for (int64_t i = 0; i < c->n; i++) {
+    const rsi_shard *s = shard_at(c, i);
+    int64_t b;
+    if (s->tensor != first->tensor || !shard_base(l, s, &b) || b != base ||
+        memcmp(rsi_shard_strides(&l->pool, s, t->ndim), strides,
+               (size_t)t->ndim * sizeof *strides) != 0)
+      return false;
+    const int64_t *off = rsi_shard_offset(&l->pool, s);
+    const int64_t *ext = rsi_shard_extent(&l->pool, s, t->ndim);
+    for (int d = 0; d < t->ndim; d++) {
+      if (off[d] < lo[d]) lo[d] = off[d];
+      if (off[d] + ext[d] > hi[d]) hi[d] = off[d] + ext[d];
+    }
+  }
+  for (int d = 0; d < t->ndim; d++) hi[d] -= lo[d]; /* bounding extent */
+  return rsi_box_strides_injective(t->ndim, hi, strides);
+}
+
+static const int64_t *cluster_box(const void *ctx, int64_t i) {
+  const cluster *c = ctx;
+  return rsi_shard_offset(&c->l->pool, shard_at(c, i));
+}
+
+static rs_status check_boxes(cluster *c, rsi_box_tree *tree, rsi_err *err) {
+  int ndim = c->l->tensors[shard_at(c, 0)->tensor].ndim;
+  RSI_TRY(rsi_box_tree_build(tree, ndim, c->n, cluster_box, c, err));
+  int64_t a, b;
+  if (!rsi_box_tree_disjoint(tree, &a, &b)) found_pair(c, a, b);
+  return RS_OK;
+}
+
+/* ---- any shards: their byte runs, merged in address order ---------------- */
+
+/* The contiguous byte runs of one strided shard, in ascending address
+ * order: dims by descending stride, the contiguous innermost ones folded
+ * into the run. Its extents, strides and index live in a pool at `at`. */
+typedef struct run_iter {
+  int64_t at, start, run_bytes, esize;
+  int n;
+  bool done;
+} run_iter;
+
+static rs_status run_iter_init(run_iter *it, rsi_pool *pool, const rs_layout *l,
+                               const rsi_shard *s, rsi_err *err) {
+  const rsi_tensor *t = &l->tensors[s->tensor];
+  const int64_t *ext = rsi_shard_extent(&l->pool, s, t->ndim);
+  const int64_t *strides = rsi_shard_strides(&l->pool, s, t->ndim);
+  int order[RSI_MAX_DIMS];
+  int n = rsi_box_stride_order(t->ndim, ext, strides, order);
+  int64_t run = 1;
+  while (n > 0 && strides[order[n - 1]] == run) run *= ext[order[--n]];
+  int64_t at = rsi_pool_push(pool, NULL, 3 * n, err);
+  if (at < 0) return RS_ERR_NO_MEMORY;
+  for (int i = 0; i < n; i++) {
+    pool->v[at + i] = ext[order[i]];
+    pool->v[at + n + i] = strides[order[i]];
+    pool->v[at + 2 * n + i] = 0;
+  }
+  *it = (run_iter){at, s->byte_offset, run * t->esize, t->esize, n, false};
+  return RS_OK;
+}
+
+static void run_iter_next(run_iter *it, int64_t *v) {
+  int64_t *ext = v + it->at, *stride = ext + it->n, *idx = stride + it->n;
+  for (int i = it->n - 1; i >= 0; i--) {
+    if (++idx[i] < ext[i]) {
+      it->start += stride[i] * it->esize;
+      return;
+    }
+    idx[i] = 0;
+    it->start -= (ext[i] - 1) * stride[i] * it->esize;
+  }
+  it->done = true;
+}
+
+/* A min-heap of cluster positions by (run start, position). */
+typedef struct run_heap {
+  int64_t *v, n;
+  const run_iter *its;
+} run_heap;
+
+static bool run_before(const run_heap *h, int64_t i, int64_t j) {
+  int64_t a = h->its[h->v[i]].start, b = h->its[h->v[j]].start;
+  return a != b ? a < b : h->v[i] < h->v[j];
+}
+
+static void sift_down(run_heap *h, int64_t i) {
+  for (;;) {
+    int64_t m = i, l = 2 * i + 1, r = l + 1;
+    if (l < h->n && run_before(h, l, m)) m = l;
+    if (r < h->n && run_before(h, r, m)) m = r;
+    if (m == i) return;
+    int64_t t = h->v[i];
+    h->v[i] = h->v[m];
+    h->v[m] = t;
+    i = m;
+  }
+}
+
+static rs_status merge_runs(cluster *c, rsi_err *err) {
+  run_iter *its = malloc((size_t)c->n * sizeof *its);
+  int64_t *heap = malloc((size_t)c->n * sizeof *heap);
+  rsi_pool pool = {0};
+  rs_status st = its && heap ? RS_OK : RSI_NOMEM(err);
+  for (int64_t i = 0; st == RS_OK && i < c->n; i++)
+    st = run_iter_init(&its[i], &pool, c->l, shard_at(c, i), err);
+  if (st == RS_OK) {
+    run_heap h = {heap, c->n, its};
+    for (int64_t i = 0; i < c->n; i++) heap[i] = i;
+    for (int64_t i = c->n / 2 - 1; i >= 0; i--) sift_down(&h, i);
+    int64_t reach = INT64_MIN, reached_by = -1; /* furthest end so far */
+    while (h.n > 0 && !c->shared) {
+      int64_t i = heap[0];
+      run_iter *it = &its[i];
+      if (it->start < reach) {
+        found_pair(c, reached_by, i);
+        break;
+      }
+      reach = it->start + it->run_bytes;
+      reached_by = i;
+      run_iter_next(it, pool.v);
+      if (it->done) heap[0] = heap[--h.n];
+      sift_down(&h, 0);
+    }
+  }
+  free(its);
+  free(heap);
+  rsi_pool_free(&pool);
+  return st;
+}
+
+/* ---- the sweep ------------------------------------------------------------ */
+
+static rs_status check_cluster(cluster *c, rsi_box_tree *tree, rsi_err *err) {
+  if (c->n < 2) return RS_OK;
+  if (one_mapping(c)) return check_boxes(c, tree, err);
+  return merge_runs(c, err);
+}
+
+static rs_status report(const cluster *c, const char *side, rsi_err *err) {
+  const rs_layout *l = c->l;
+  const rsi_shard *a = shard_at(c, c->a), *b = shard_at(c, c->b);
+  return RSI_FAIL(err, RS_ERR_OVERLAP,
+                  "%s layout: rank %d buffer %d: shards of tensors '%s' "
+                  "(byte offset %lld) and '%s' (byte offset %lld) write the "
+                  "same bytes",
+                  side, a->rank, a->buffer, l->tensors[a->tensor].name,
+                  (long long)a->byte_offset, l->tensors[b->tensor].name,
+                  (long long)b->byte_offset);
+}
+
+rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
+                                  rsi_err *err) {
+  if (l->nshards < 2) return RS_OK;
+  write_key *keys = malloc((size_t)l->nshards * sizeof *keys);
+  if (!keys) return RSI_NOMEM(err);
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    keys[i] = (write_key){s->rank, s->buffer, s->byte_offset, i};
+  }
+  qsort(keys, (size_t)l->nshards, sizeof *keys, by_rank_buffer_start);
+  rsi_box_tree tree = {0};
+  rs_status st = RS_OK;
+  for (int64_t first = 0; first < l->nshards && st == RS_OK;) {
+    const rsi_shard *s = &l->shards[keys[first].index];
+    int64_t end = s->byte_end, next = first + 1;
+    for (; next < l->nshards; next++) {
+      const rsi_shard *t = &l->shards[keys[next].index];
+      if (t->rank != s->rank || t->buffer != s->buffer ||
+          t->byte_offset >= end)
+        break;
+      if (t->byte_end > end) end = t->byte_end;
+    }
+    cluster c = {l, keys + first, next - first, false, 0, 0};
+    st = check_cluster(&c, &tree, err);
+    if (st == RS_OK && c.shared) st = report(&c, side, err);
+    first = next;
+  }
+  rsi_box_tree_free(&tree);
+  free(keys);
+  return st;
+}
