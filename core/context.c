@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "transport/transport.h"
 
@@ -25,6 +26,7 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->staging_bytes = 256 * MIB;
   ctx->slice_bytes = 4 * MIB;
   ctx->timeout_ms = 60000;
+  ctx->culprit = ctx->cause_rank = -1;
   ctx->transport = transport;
   *out = ctx;
   return RS_OK;
@@ -71,11 +73,20 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
   return RS_ERR_BAD_PARAM;
 }
 
+void rsi_context_fail(rs_context *ctx) {
+  if (ctx->failed) return;
+  ctx->failed = true;
+  size_t n = strnlen(ctx->err.msg, sizeof ctx->failure - 1);
+  memcpy(ctx->failure, ctx->err.msg, n); /* the start says most */
+  ctx->failure[n] = '\0';
+}
+
 rs_status rsi_context_usable(rs_context *ctx) {
   if (!ctx->failed) return RS_OK;
   return RSI_FAIL(&ctx->err, RS_ERR_TRANSPORT,
-                  "an earlier transfer on this context failed part-way; "
-                  "destroy the context and create a new one");
+                  "an earlier transfer on this context failed part-way (%s); "
+                  "destroy the context and create a new one",
+                  ctx->failure);
 }
 
 rs_status rsi_context_scratch(rs_context *ctx, int64_t bytes, char **out) {

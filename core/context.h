@@ -24,6 +24,12 @@ struct rs_context {
   int64_t integrity;
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
+  char failure[384]; /* why, as first recorded */
+  uint64_t agreements; /* plans agreed on so far (exec_guard.c) */
+  /* Of the last failure: the rank that gave up first (-1: none yet), its
+   * status, and the rank it was waiting for (-1: none). */
+  int cause_rank, culprit;
+  rs_status cause_status;
   char *scratch; /* executor staging, reused and kept until destroy */
   int64_t scratch_bytes;
   rsi_err err;
@@ -40,6 +46,9 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
 /* RS_ERR_TRANSPORT, with the reason, once a transfer or exchange failed
  * part-way on this context (fail-stop). */
 rs_status rsi_context_usable(rs_context *ctx);
+
+/* The context is done: keep the message recorded last as the reason. */
+void rsi_context_fail(rs_context *ctx);
 
 /* At least `bytes` of staging owned by the context, in *out. */
 rs_status rsi_context_scratch(rs_context *ctx, int64_t bytes, char **out);

@@ -5,6 +5,7 @@
 
 #include "box.h"
 #include "copy.h"
+#include "exec_guard.h"
 #include "grow.h"
 #include "transport/transport.h"
 
@@ -35,11 +36,16 @@ rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
     return RSI_FAIL(err, RS_ERR_UNKNOWN_BUFFER,
                     "no %s shard of rank %d uses buffer %d", side_name(side),
                     rank, buffer);
-  if ((uint64_t)bytes < (uint64_t)b->need)
+  if ((uint64_t)bytes < (uint64_t)b->need) {
+    /* The caller meant to replace the binding: keeping the old pointer,
+     * which may be freed by now, would let a later execution write it. */
+    b->ptr = NULL;
+    b->bytes = 0;
     return RSI_FAIL(err, RS_ERR_BUFFER_TOO_SMALL,
                     "%s buffer %d of rank %d: %zu bytes bound, its shards "
-                    "reach byte %lld",
+                    "reach byte %lld; the buffer is now unbound",
                     side_name(side), buffer, rank, bytes, (long long)b->need);
+  }
   b->ptr = ptr;
   b->bytes = bytes;
   return RS_OK;
@@ -58,22 +64,44 @@ static int cmp_range(const void *x, const void *y) {
   return (a->hi > b->hi) - (a->hi < b->hi);
 }
 
+/* The ranks whose buffers this process binds: [*lo, *hi). */
+static void driven_ranks(const rs_plan *plan, int *lo, int *hi) {
+  int me = plan->ctx->rank;
+  *lo = me == RS_ALL_RANKS ? 0 : me;
+  *hi = me == RS_ALL_RANKS ? plan->world_size : me + 1;
+}
+
+/* The rank owning buffer slot b of a side (rank_first is ascending). */
+static int slot_rank(const rsi_side *side, int lo, int hi, int64_t b) {
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    if (side->rank_first[mid] <= b)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Visits the buffer slots of the driven ranks: their count is bounded by
+ * the shards, not by the world size. */
 static rs_status check_bindings(const rs_plan *plan, rsi_err *err) {
+  int lo, hi;
+  driven_ranks(plan, &lo, &hi);
   int64_t n = 0;
   for (int s = 0; s < 2; s++) {
     const rsi_side *side = &plan->side[s];
-    for (int r = 0; r < plan->world_size; r++) {
-      if (!rsi_context_drives(plan->ctx, r)) continue;
-      for (int64_t b = side->rank_first[r]; b < side->rank_first[r + 1]; b++) {
-        if (!side->buffers[b].need) continue;
-        if (!side->buffers[b].ptr)
-          return RSI_FAIL(err, RS_ERR_UNKNOWN_BUFFER,
-                          "%s buffer %lld of rank %d is not bound (its "
-                          "shards need %lld bytes); call rs_plan_bind",
-                          side_name(s), (long long)(b - side->rank_first[r]),
-                          r, (long long)side->buffers[b].need);
-        n++;
+    for (int64_t b = side->rank_first[lo]; b < side->rank_first[hi]; b++) {
+      if (!side->buffers[b].need) continue;
+      if (!side->buffers[b].ptr) {
+        int r = slot_rank(side, lo, hi, b);
+        return RSI_FAIL(err, RS_ERR_UNKNOWN_BUFFER,
+                        "%s buffer %lld of rank %d is not bound (its "
+                        "shards need %lld bytes); call rs_plan_bind",
+                        side_name(s), (long long)(b - side->rank_first[r]), r,
+                        (long long)side->buffers[b].need);
       }
+      n++;
     }
   }
   /* No destination byte may be any other bound byte. */
@@ -82,15 +110,13 @@ static rs_status check_bindings(const rs_plan *plan, rsi_err *err) {
   n = 0;
   for (int s = 0; s < 2; s++) {
     const rsi_side *side = &plan->side[s];
-    for (int r = 0; r < plan->world_size; r++) {
-      if (!rsi_context_drives(plan->ctx, r)) continue;
-      for (int64_t b = side->rank_first[r]; b < side->rank_first[r + 1]; b++) {
-        const struct rsi_binding *bd = &side->buffers[b];
-        if (!bd->need) continue;
-        uintptr_t lo = (uintptr_t)bd->ptr;
-        ranges[n++] = (bound_range){lo, lo + (uintptr_t)bd->need, s, r,
-                                    (int)(b - side->rank_first[r])};
-      }
+    for (int64_t b = side->rank_first[lo]; b < side->rank_first[hi]; b++) {
+      const struct rsi_binding *bd = &side->buffers[b];
+      if (!bd->need) continue;
+      int r = slot_rank(side, lo, hi, b);
+      uintptr_t at = (uintptr_t)bd->ptr;
+      ranges[n++] = (bound_range){at, at + (uintptr_t)bd->need, s, r,
+                                  (int)(b - side->rank_first[r])};
     }
   }
   qsort(ranges, (size_t)n, sizeof *ranges, cmp_range);
@@ -120,7 +146,9 @@ static rs_status check_bindings(const rs_plan *plan, rsi_err *err) {
 
 typedef struct exec_state {
   const rs_plan *plan;
-  char **relay_base; /* per rank */
+  /* Relay slots: slot i at relay_area + plan->relay_at[i] (in-process),
+   * or this rank's own at my_relay + its staging offset (one rank). */
+  char *relay_area, *my_relay;
 } exec_state;
 
 /* Address of the move's first element at one end, and that end's strides. */
@@ -136,7 +164,8 @@ static char *endpoint(const exec_state *ex, const rsi_move *m, int kind,
     const rsi_relay *r = &plan->relays[index];
     origin = plan->boxes.v + r->box;
     rsi_box_dense_strides(nd, origin + nd, strides);
-    base = ex->relay_base[r->rank] + r->staging_offset;
+    base = ex->my_relay ? ex->my_relay + r->staging_offset
+                        : ex->relay_area + plan->relay_at[index];
   } else {
     const rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC
                                                           : RS_SIDE_DST];
@@ -211,7 +240,8 @@ static rs_status run_all_ranks(exec_state *ex, rsi_transport *tp,
                             stage_buf, (size_t)(hi - lo), err));
       RSI_TRY(tp->ops->recv(tp, 0, msg->dst_rank, msg->src_rank, tag,
                             stage_buf, (size_t)(hi - lo), &data, err));
-      RSI_TRY(tp->ops->wait(tp, 0, plan->ctx->timeout_ms, err));
+      bool done = false;
+      RSI_TRY(tp->ops->test(tp, 0, &done, err)); /* in process: at once */
       stream_range(ex, msg, lo, hi, (char *)data, false);
     }
   }
@@ -312,7 +342,6 @@ typedef struct rank_run {
   exec_state *ex;
   rsi_transport *tp;
   int me;
-  int64_t timeout_ms;
   const int64_t *mine; /* message indices touching this rank, plan order */
   char *staging[2], *relay[2];
   arrival *arrivals[2]; /* receives to unpack, per half */
@@ -337,7 +366,7 @@ static rs_status begin_step(rank_run *rr, const step *s, int half) {
   rsi_err *err = &plan->ctx->err;
   rsi_transport *tp = rr->tp;
   uint64_t tag = step_tag(s);
-  rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
+  rr->ex->my_relay = rr->relay[s->round % 2];
   rr->narrivals[half] = 0;
   int64_t at = 0;
   for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
@@ -386,8 +415,8 @@ static rs_status begin_step(rank_run *rr, const step *s, int half) {
 
 static rs_status finish_step(rank_run *rr, const step *s, int half) {
   const rs_plan *plan = rr->ex->plan;
-  RSI_TRY(rr->tp->ops->wait(rr->tp, half, rr->timeout_ms, &plan->ctx->err));
-  rr->ex->relay_base[rr->me] = rr->relay[s->round % 2];
+  RSI_TRY(rsi_guard_wait((rs_plan *)plan, half, &plan->ctx->err));
+  rr->ex->my_relay = rr->relay[s->round % 2];
   for (int64_t a = 0; a < rr->narrivals[half]; a++) {
     const arrival *in = &rr->arrivals[half][a];
     if (in->data) stream_moves(rr->ex, &in->seg, (char *)in->data, false);
@@ -457,7 +486,7 @@ static rs_status run_one_rank(exec_state *ex, rs_context *ctx,
     if (m->src_rank != m->dst_rank) used += step_staging(plan, m);
     if (used > staging) staging = used;
   }
-  rank_run rr = {ex, tp, me, plan->ctx->timeout_ms, mine, {0}, {0}, {0}, {0}, {0}};
+  rank_run rr = {ex, tp, me, mine, {0}, {0}, {0}, {0}, {0}};
   int64_t relay = plan->relay_bytes[me];
   /* Staging belongs to the context: sends abandoned after a failure may
    * still read it, so it lives until the context does. */
@@ -469,7 +498,6 @@ static rs_status run_one_rank(exec_state *ex, rs_context *ctx,
     rr.relay[0] = area + 2 * staging;
     rr.relay[1] = area + 2 * staging + relay;
     st = run_steps(&rr, steps, nsteps);
-    if (st != RS_OK) tp->ops->abandon(tp);
   }
   free(mine);
   free(steps);
@@ -478,63 +506,70 @@ static rs_status run_one_rank(exec_state *ex, rs_context *ctx,
   return st;
 }
 
-/* Before the first run, every rank must hold the same plan inputs: each
- * sends its section hashes to every other (point to point, so a rank that
- * never calls is named by the timeout); all see all and reach one verdict.
- * The message carries its own checksum whatever the integrity setting (the
- * setting is among what is being compared), so a damaged one is called
- * corrupt, not a mismatch. */
-enum { AGREE_WORDS = 5 };
-
-static uint64_t agree_sum(const uint64_t *words) {
-  uint64_t h = 14695981039346656037ull;
-  for (int i = 0; i < AGREE_WORDS - 1; i++)
-    for (int b = 0; b < 8; b++)
-      h = (h ^ ((words[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
-  return h;
+static int cmp_rank_index(const void *x, const void *y) {
+  const int64_t *a = x, *b = y;
+  if (a[0] != b[0]) return a[0] < b[0] ? -1 : 1;
+  return (a[1] > b[1]) - (a[1] < b[1]);
 }
 
-static rs_status agree(rs_plan *plan, rsi_err *err) {
-  static const char *section[4] = {
-      "tensor declarations", "source layout", "destination layout",
-      "world, domains, staging or integrity setting"};
-  rs_context *ctx = plan->ctx;
-  rsi_transport *tp = ctx->transport;
-  int me = ctx->rank, world = ctx->world_size;
-  uint64_t(*all)[AGREE_WORDS] = malloc((size_t)world * sizeof *all);
-  if (!all) return RSI_NOMEM(err);
-  memcpy(all[me], plan->section_hash, sizeof plan->section_hash);
-  all[me][AGREE_WORDS - 1] = agree_sum(all[me]);
-  rs_status st = RS_OK;
-  for (int r = 0; r < world && st == RS_OK; r++) {
-    if (r == me) continue;
-    const void *data;
-    st = tp->ops->recv(tp, 0, me, r, RSI_TAG_CONTROL, all[r], sizeof all[r],
-                       &data, err);
-    if (st == RS_OK)
-      st = tp->ops->send(tp, 0, me, r, RSI_TAG_CONTROL, all[me],
-                         sizeof all[me], err);
+/* Where each relay slot lives in the in-process relay area, once: the
+ * ranks that relay get their staging blocks one after another. */
+static rs_status relay_layout(rs_plan *plan, rsi_err *err) {
+  if (plan->relay_at) return RS_OK;
+  int64_t n = plan->nrelays;
+  int64_t *at = malloc((size_t)(n ? n : 1) * sizeof *at);
+  int64_t(*by_rank)[2] = malloc((size_t)(n ? n : 1) * sizeof *by_rank);
+  if (!at || !by_rank) {
+    free(at);
+    free(by_rank);
+    return RSI_NOMEM(err);
   }
-  if (st == RS_OK) st = tp->ops->wait(tp, 0, ctx->timeout_ms, err);
-  else tp->ops->abandon(tp);
-  for (int r = 0; r < world && st == RS_OK; r++)
-    if (all[r][AGREE_WORDS - 1] != agree_sum(all[r]))
-      st = RSI_FAIL(err, RS_ERR_CORRUPT,
-                    "rank %d: the fingerprint message from rank %d failed its "
-                    "checksum",
-                    me, r);
-  for (int r = 1; r < world && st == RS_OK; r++)
-    for (int k = 0; k < 4; k++)
-      if (all[r][k] != all[0][k]) {
-        st = RSI_FAIL(err, RS_ERR_MISMATCH,
-                      "rank %d and rank 0 disagree on the %s (hash %016llx "
-                      "vs %016llx): every rank must build the same layouts",
-                      r, section[k], (unsigned long long)all[r][k],
-                      (unsigned long long)all[0][k]);
-        break;
-      }
-  free(all);
-  if (st == RS_OK) plan->agreed = true;
+  for (int64_t i = 0; i < n; i++) {
+    by_rank[i][0] = plan->relays[i].rank;
+    by_rank[i][1] = i;
+  }
+  qsort(by_rank, (size_t)n, sizeof *by_rank, cmp_rank_index);
+  int64_t total = 0, base = 0;
+  for (int64_t k = 0; k < n; k++) {
+    int rank = (int)by_rank[k][0];
+    if (k == 0 || by_rank[k - 1][0] != rank) {
+      base = total;
+      total += plan->relay_bytes[rank];
+    }
+    at[by_rank[k][1]] = base + plan->relays[by_rank[k][1]].staging_offset;
+  }
+  free(by_rank);
+  plan->relay_at = at;
+  plan->relay_total = total;
+  return RS_OK;
+}
+
+static rs_status execute_all_ranks(rs_plan *plan, rsi_err *err) {
+  rs_context *ctx = plan->ctx;
+  RSI_TRY(relay_layout(plan, err));
+  int64_t slice = ctx->slice_bytes / 16 * 16;
+  exec_state ex = {plan, malloc((size_t)(plan->relay_total ? plan->relay_total : 1)), NULL};
+  char *stage_buf = malloc((size_t)slice);
+  rs_status st = ex.relay_area && stage_buf
+                     ? run_all_ranks(&ex, ctx->transport, slice, stage_buf, err)
+                     : RSI_NOMEM(err);
+  free(stage_buf);
+  free(ex.relay_area);
+  return st;
+}
+
+/* One rank of many processes: the guard's hello before the steps, its
+ * last check after them; any failure past the agreement ends the context
+ * and tells the peers. */
+static rs_status execute_one_rank(rs_plan *plan, rsi_err *err) {
+  rs_context *ctx = plan->ctx;
+  RSI_TRY(rsi_guard_begin(plan, err));
+  if (ctx->transport->ops->set_integrity)
+    ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
+  exec_state ex = {plan, NULL, NULL};
+  rs_status st = run_one_rank(&ex, ctx, err);
+  if (st == RS_OK) return rsi_guard_end(plan, err);
+  rsi_guard_fail(plan, st);
   return st;
 }
 
@@ -543,39 +578,6 @@ rs_status rsi_plan_execute(rs_plan *plan) {
   rsi_err *err = &ctx->err;
   RSI_TRY(rsi_context_usable(ctx));
   RSI_TRY(check_bindings(plan, err));
-  bool one_rank = ctx->rank != RS_ALL_RANKS;
-  if (one_rank && !plan->agreed) {
-    rs_status st = agree(plan, err);
-    if (st != RS_OK && st != RS_ERR_MISMATCH && st != RS_ERR_NO_MEMORY)
-      ctx->failed = true;
-    if (st != RS_OK) return st;
-  }
-
-  int64_t slice = ctx->slice_bytes / 16 * 16;
-  int64_t relay_total = 0;
-  for (int r = 0; r < plan->world_size; r++)
-    if (!one_rank) relay_total += plan->relay_bytes[r];
-  exec_state ex = {plan, calloc((unsigned)plan->world_size, sizeof(char *))};
-  char *relay = one_rank ? NULL : malloc((size_t)(relay_total ? relay_total : 1));
-  char *stage_buf = one_rank ? NULL : malloc((size_t)slice);
-  rs_status st = RS_OK;
-  if (!ex.relay_base || (!one_rank && (!relay || !stage_buf))) {
-    st = RSI_NOMEM(err);
-  } else if (one_rank) {
-    if (ctx->transport->ops->set_integrity)
-      ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
-    st = run_one_rank(&ex, ctx, err);
-    if (st != RS_OK && st != RS_ERR_NO_MEMORY) ctx->failed = true;
-  } else {
-    int64_t at = 0;
-    for (int r = 0; r < plan->world_size; r++) {
-      ex.relay_base[r] = relay + at;
-      at += plan->relay_bytes[r];
-    }
-    st = run_all_ranks(&ex, ctx->transport, slice, stage_buf, err);
-  }
-  free(stage_buf);
-  free(relay);
-  free(ex.relay_base);
-  return st;
+  return ctx->rank == RS_ALL_RANKS ? execute_all_ranks(plan, err)
+                                   : execute_one_rank(plan, err);
 }

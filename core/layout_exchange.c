@@ -32,7 +32,7 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   rs_status st = counts ? RS_OK : RSI_NOMEM(err);
   if (st == RS_OK)
     st = tp->ops->allgatherv(tp, mine, len, &all, counts, ctx->timeout_ms, err);
-  if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) ctx->failed = true;
+  if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) rsi_context_fail(ctx);
   free(mine);
   if (st == RS_OK)
     st = rsi_wire_merge(l, all, counts, ctx->world_size, false, err);

@@ -1156,6 +1156,8 @@ void rsi_plan_destroy(rs_plan *plan) {
   free(plan->relays);
   free(plan->msgs);
   free(plan->relay_bytes);
+  free(plan->peers);
+  free(plan->relay_at);
   free(plan->stats);
   free(plan->domain_of);
   rsi_context_unref(plan->ctx);

@@ -81,6 +81,18 @@ struct rs_plan {
    * destination shards, topology and settings. */
   uint64_t section_hash[4];
   bool agreed; /* the ranks compared fingerprints before the first run */
+  /* Identity on the wire (exec_guard.h): the plan's place among the plans
+   * agreed on its context, and how many executions this rank started. */
+  uint64_t serial, epoch;
+  /* Ranks this process exchanges messages with (one rank per process),
+   * ascending; found at the first execution. */
+  int *peers;
+  int npeers;
+  /* Offset of each relay slot in the in-process executor's relay area
+   * (nrelays entries), and the area's size; found at the first in-process
+   * execution, in time that grows with the relays, not the world. */
+  int64_t *relay_at;
+  int64_t relay_total;
 };
 
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,

@@ -773,18 +773,26 @@ Test(buffers, bind_source_one_byte_short) {
               RS_ERR_BUFFER_TOO_SMALL, b.ctx, "191", "192");
 }
 
-Test(buffers, failed_rebind_keeps_the_earlier_binding) {
+/* The caller meant to replace the binding: the earlier memory may be freed
+ * by now, so a refused rebind leaves the buffer unbound and the next
+ * execution refuses to run instead of writing it. */
+Test(buffers, failed_rebind_unbinds) {
   cr_assert_eq(rs_plan_bind(b.plan, RS_SIDE_SRC, 0, 0, b.s0, 8 * ROWB), RS_OK);
   cr_assert_eq(rs_plan_bind(b.plan, RS_SIDE_DST, 1, 3, b.d1, 4 * ROWB), RS_OK);
   cr_assert_eq(rs_plan_bind(b.plan, RS_SIDE_DST, 2, 3, b.d2, 4 * ROWB), RS_OK);
   unsigned char small[8];
   memset(small, RT_POISON, sizeof small);
   EXPECT_FAIL(rs_plan_bind(b.plan, RS_SIDE_DST, 2, 3, small, sizeof small),
-              RS_ERR_BUFFER_TOO_SMALL, b.ctx, "8 bytes", NULL);
+              RS_ERR_BUFFER_TOO_SMALL, b.ctx, "8 bytes", "now unbound");
+  EXPECT_FAIL(rs_plan_execute(b.plan), RS_ERR_UNKNOWN_BUFFER, b.ctx,
+              "destination buffer 3 of rank 2", "not bound");
+  expect_poisoned(b.d1, 4 * ROWB, "rank 1");
+  expect_poisoned(b.d2, 4 * ROWB, "the earlier binding of rank 2");
+  expect_poisoned(small, sizeof small, "the refused buffer");
+  cr_assert_eq(rs_plan_bind(b.plan, RS_SIDE_DST, 2, 3, b.d2, 4 * ROWB), RS_OK);
   cr_assert_eq(rs_plan_execute(b.plan), RS_OK, "%s",
                rs_context_last_error(b.ctx));
   expect_delivered(b.s0, b.d1, b.d2);
-  expect_poisoned(small, sizeof small, "the refused buffer");
 }
 
 Test(buffers, destination_never_bound_after_a_failed_bind) {

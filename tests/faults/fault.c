@@ -9,12 +9,20 @@
  *   dies_in_agreement the victim exits (no MPI_Finalize) right after it
  *                     posts its first message of the execution (a plan
  *                     fingerprint, exchanged before the first transfer)
+ *   dies_in_hello     the same right after its first hello (the words
+ *                     every rank exchanges with its peers before the
+ *                     data of each execution)
  *   dies_first_send   the same right after its first data message
  *   dies_mid          the same after several sends of a multi-round plan
  *                     (a small staging setting cuts it into rounds), so
  *                     the others have already written part of their
  *                     destination when it dies
  *   never_calls       the victim never calls rs_plan_execute
+ *   silent_far        all execute once; then the victim skips the second,
+ *                     in a ring where rank r receives from rank r+1 only:
+ *                     most survivors never wait for the victim themselves,
+ *                     yet each must name it (the rank that went silent
+ *                     first), not the neighbour it was waiting for
  *   skips_second      all execute once; the victim skips the second
  *   late              all execute once; in the second execution the
  *                     victim calls 1.5 timeouts after the others, who
@@ -124,7 +132,8 @@ static int mid_sends(void) {
 }
 
 /* Before its first transfer, every rank sends its plan fingerprint to
- * every other (np - 1 messages); the data messages come after those. */
+ * every other (np - 1 messages), then its hello to each peer (np - 1 in
+ * the all-to-all); the data messages come after those. */
 static void set_count(const char *var, int n) {
   char v[16];
   snprintf(v, sizeof v, "%d", n);
@@ -136,12 +145,15 @@ static void setup(run *r) {
   bool v = me == victim;
   if (v && is("dies_in_agreement"))
     set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", 1);
-  if (v && is("dies_first_send"))
+  int control = 2 * (np - 1); /* agreement and hello */
+  if (v && is("dies_in_hello"))
     set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", np);
+  if (v && is("dies_first_send"))
+    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", control + 1);
   if (v && is("dies_mid"))
-    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", np - 1 + mid_sends());
+    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", control + mid_sends());
   if (v && (is("corrupt") || is("corrupt_unchecked")))
-    set_count("RESHARD_FAULT_CORRUPT_SEND", np);
+    set_count("RESHARD_FAULT_CORRUPT_SEND", control + 1);
   if (v && is("corrupt_agreement"))
     set_count("RESHARD_FAULT_CORRUPT_SEND", 1);
   rs_status st = rs_context_create_mpi(MPI_COMM_WORLD, &r->ctx);
@@ -177,15 +189,28 @@ static bool build(run *r) {
     snprintf(r->msg, sizeof r->msg, "%s", rs_context_last_error(r->ctx));
     return false;
   }
-  st = rel_a2a_layouts(&r->a, r->src, r->dst, me, true,
-                       v && is("other_layout") ? 1 : 0, RS_DTYPE_I32);
+  if (is("silent_far")) { /* a ring: rank r gets rank r+1's block */
+    int64_t shape[1] = {(int64_t)np * block}, ext[1] = {block};
+    st = rs_layout_add_tensor(r->src, "w", RS_DTYPE_I32, 1, shape);
+    if (st == RS_OK) st = rs_layout_add_tensor(r->dst, "w", RS_DTYPE_I32, 1, shape);
+    for (int k = 0; k < np && st == RS_OK; k++) {
+      int64_t so[1] = {(int64_t)k * block}, dof[1] = {(int64_t)((k + 1) % np) * block};
+      st = rs_layout_add_shard(r->src, "w", k, so, ext, 0, 0, NULL);
+      if (st == RS_OK) st = rs_layout_add_shard(r->dst, "w", k, dof, ext, 0, 0, NULL);
+    }
+  } else {
+    st = rel_a2a_layouts(&r->a, r->src, r->dst, me, true,
+                         v && is("other_layout") ? 1 : 0, RS_DTYPE_I32);
+  }
   if (st != RS_OK) die("layouts", st, r->ctx);
   if ((st = rs_plan_create(r->src, r->dst, &r->plan)))
     die("rs_plan_create", st, r->ctx);
+  size_t ring = (size_t)block * sizeof(int32_t);
+  bool in_ring = is("silent_far");
   if ((st = rs_plan_bind(r->plan, RS_SIDE_SRC, me, 0, r->a.src,
-                         rel_a2a_src_bytes(&r->a))) ||
+                         in_ring ? ring : rel_a2a_src_bytes(&r->a))) ||
       (st = rs_plan_bind(r->plan, RS_SIDE_DST, me, 0, r->a.dst,
-                         rel_a2a_dst_bytes(&r->a))))
+                         in_ring ? ring : rel_a2a_dst_bytes(&r->a))))
     die("rs_plan_bind", st, r->ctx);
   return true;
 }
@@ -210,13 +235,16 @@ static void expect_context_done(run *r) {
     fail("second execution took %.0f ms to refuse", r->second_ms);
 }
 
+/* Every wait gives up after the timeout; a rank then listens briefly for
+ * the reason of the rank it waited for (at most a quarter of the timeout),
+ * and abandons what is posted (at most 50 ms). */
+#define BOUND_MARGIN_MS 500
+
 static bool bounded(const run *r) {
-  /* each wait gives up after the timeout; the execution may have waited
-   * for an earlier step of its own first */
-  if (r->elapsed_ms > 2.0 * (double)timeout_ms + 1000) {
-    fail("returned after %.0f ms: more than twice the timeout setting "
-         "(%lld ms) plus 1 s",
-         r->elapsed_ms, (long long)timeout_ms);
+  if (r->elapsed_ms > (double)timeout_ms + BOUND_MARGIN_MS) {
+    fail("returned after %.0f ms: more than the timeout setting (%lld ms) "
+         "plus %d ms",
+         r->elapsed_ms, (long long)timeout_ms, BOUND_MARGIN_MS);
     return false;
   }
   return true;
@@ -295,9 +323,10 @@ int main(int argc, char **argv) {
     mode = "corrupt";
     block = 256;
   }
-  static const char *modes[] = {"dies_in_agreement", "dies_first_send",
-                                "dies_mid", "never_calls", "skips_second",
-                                "late",
+  static const char *modes[] = {"dies_in_agreement", "dies_in_hello",
+                                "dies_first_send",
+                                "dies_mid", "never_calls", "silent_far",
+                                "skips_second", "late",
                                 "other_layout", "other_declaration",
                                 "other_integrity", "corrupt", "corrupt_direct",
                                 "corrupt_agreement", "corrupt_unchecked"};
@@ -315,8 +344,8 @@ int main(int argc, char **argv) {
   rel_a2a_fill(&r.a, me, 1);
   rel_a2a_poison(&r.a);
   int64_t right = 0, poisoned = 0, wrong = 0;
-  bool dead_peer =
-      is("dies_in_agreement") || is("dies_first_send") || is("dies_mid");
+  bool dead_peer = is("dies_in_agreement") || is("dies_in_hello") ||
+                   is("dies_first_send") || is("dies_mid");
   bool finalize = true;
 
   if (dead_peer) {
@@ -335,6 +364,25 @@ int main(int argc, char **argv) {
              r.msg);
       else if (!names_rank(r.msg, victim))
         fail("message does not name the silent rank %d: %s", victim, r.msg);
+      bounded(&r);
+      expect_context_done(&r);
+    }
+  } else if (is("silent_far")) {
+    r.st = execute(&r, &r.elapsed_ms, r.msg); /* together (and agreed) */
+    if (r.st != RS_OK) fail("first execution: %s (%s)", rs_status_name(r.st),
+                            r.msg);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == victim) {
+      rel_sleep_ms((int)(3 * timeout_ms)); /* then leaves politely */
+    } else if (!failure[0]) {
+      r.st = execute(&r, &r.elapsed_ms, r.msg);
+      if (r.st != RS_ERR_TIMEOUT)
+        fail("status %s (%s), want RS_ERR_TIMEOUT", rs_status_name(r.st),
+             r.msg);
+      else if (!names_rank(r.msg, victim))
+        fail("message does not name the rank that went silent first (%d): "
+             "%s",
+             victim, r.msg);
       bounded(&r);
       expect_context_done(&r);
     }
@@ -431,8 +479,13 @@ int main(int argc, char **argv) {
       if (r.st == RS_OK && (wrong || poisoned))
         fail("RS_OK with %lld wrong and %lld missing elements",
              (long long)wrong, (long long)poisoned);
-      if (r.st != RS_OK && r.st != RS_ERR_CORRUPT)
+      /* the rank that caught it tells its peers, who give up too unless
+       * they were done */
+      if (r.st != RS_OK && r.st != RS_ERR_CORRUPT && r.st != RS_ERR_TRANSPORT)
         fail("status %s (%s)", rs_status_name(r.st), r.msg);
+      if (r.st == RS_ERR_TRANSPORT && (!strstr(r.msg, "RS_ERR_CORRUPT") ||
+                                       !strstr(r.msg, "gave up")))
+        fail("a peer's give-up not named: %s", r.msg);
       if (r.st == RS_ERR_CORRUPT &&
           (!strstr(r.msg, "checksum") || !names_rank(r.msg, victim)))
         fail("message does not name the checksum and rank %d: %s", victim,

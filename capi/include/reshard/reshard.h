@@ -506,9 +506,12 @@ typedef enum rs_side {
 /**
  * Tell the plan where buffer @p buffer of @p rank on @p side lives: @p ptr,
  * @p bytes long (host memory for the local and MPI transports). A later
- * bind of the same (side, rank, buffer) replaces the earlier one. A context
- * driving one rank accepts only its own rank. The memory must stay valid
- * while the plan executes; libreshard never frees it.
+ * bind of the same (side, rank, buffer) replaces the earlier one; a bind
+ * refused with RS_ERR_BUFFER_TOO_SMALL leaves that buffer unbound (the
+ * earlier memory is forgotten), so rs_plan_execute refuses to run until it
+ * is bound again. A context driving one rank accepts only its own rank.
+ * The memory must stay valid while the plan executes; libreshard never
+ * frees it.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_UNKNOWN_BUFFER
  * (no shard of that side and rank uses the buffer), RS_ERR_BUFFER_TOO_SMALL
  * (a shard reaches past @p bytes), RS_ERR_INVALID_ARGUMENT (bad side).
@@ -524,9 +527,32 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * bound, and no bound destination buffer may overlap a bound source buffer
  * of the same rank. A plan may be executed again (after the source weights
  * changed) without re-planning.
+ *
+ * Between processes (MPI), every rank executes the same plans in the same
+ * order: plans are paired across ranks by the order of their first
+ * execution, and executions of a plan by their count. A rank returns RS_OK
+ * only when every byte it received came from its peers' execution of the
+ * same plan and the same count, and every peer of the plan finished its
+ * transfers of that execution: before any data moves, and again after its
+ * own transfers, each rank exchanges (plan, count) with the peers of the
+ * plan, and a rank that gives up tells them why. A peer running another
+ * plan or another count gives RS_ERR_MISMATCH; a peer that gave up gives
+ * RS_ERR_TRANSPORT naming the rank that gave up first and its reason; a
+ * wait without progress for RS_PARAM_TIMEOUT_MS gives RS_ERR_TIMEOUT
+ * naming the rank that went silent first where that can be known (the
+ * rank waited for, or the one it was waiting for in turn). Every rank
+ * returns within the timeout plus a quarter of it (at most 200 ms, spent
+ * learning who went silent first) plus at most 50 ms to abandon what is
+ * posted. After any of these the context is done: every later
+ * rs_plan_execute and rs_layout_allgather on it returns RS_ERR_TRANSPORT
+ * with the first reason; destination buffers may be partly written;
+ * destroy the context and create a new one. A failure in the agreement of
+ * a new plan's inputs (RS_ERR_MISMATCH naming the differing section)
+ * leaves the context usable.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_BUFFER (a needed buffer is
  * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
- * RS_ERR_NO_MEMORY (staging), transport errors (5xx). @since 0.1
+ * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH, RS_ERR_TRANSPORT,
+ * RS_ERR_TIMEOUT, RS_ERR_CORRUPT. @since 0.1
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
 

@@ -2,7 +2,9 @@
  * point-to-point messages on a duplicate of the caller's communicator,
  * waits that give up after a timeout and name the peer that did not answer.
  * With integrity on, each message is followed by its XXH3-64 checksum (same
- * tag, so it arrives after the data) and checked on arrival.
+ * tag, so it arrives after the data) and checked on arrival. Notices (a
+ * rank telling its peers it gave up) travel on a tag of their own and are
+ * caught by one standing any-source receive.
  * Built into libreshard-mpi.so; libreshard loads it (transport/module.c).
  *
  * Fault injection, for the reliability tests only (read at creation):
@@ -24,6 +26,7 @@
 
 #define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are int */
 #define MAX_TAG 30000 /* step tags wrap below it; control tags sit above */
+#define NOTICE_TAG (MAX_TAG + 100)
 
 static int mpi_tag(uint64_t tag) {
   return tag >= RSI_TAG_CONTROL ? MAX_TAG + (int)(tag - RSI_TAG_CONTROL)
@@ -50,9 +53,15 @@ typedef struct mpi_transport {
   rsi_transport base;
   MPI_Comm comm;
   int rank, world;
-  op_group groups[2];
+  op_group groups[RSI_GROUPS];
+  MPI_Request notice_req; /* the standing receive of notices */
+  unsigned char notice_buf[RSI_NOTICE_BYTES];
   bool integrity;
   bool broken; /* a collective was abandoned: the communicator is unusable */
+  /* Operations were abandoned: peers may still send on the communicator,
+   * so it is never freed (MPI would reuse its id for a later one, where
+   * those messages would then arrive). */
+  bool tainted;
   long sends, corrupt_send, exit_after_sends;
 } mpi_transport;
 
@@ -199,84 +208,138 @@ static void bury(mpi_transport *mt, void *p) {
 
 static void mpi_adopt(rsi_transport *t, void *p) { bury((mpi_transport *)t, p); }
 
-/* Abandon a group after a failure. A receive is cancelled; one that a
- * dying peer left half-delivered may never complete, so it is waited for
- * briefly and then let go. Whatever an abandoned operation may still touch
- * is kept until the transport is destroyed. */
-static void drop_group(mpi_transport *mt, op_group *g) {
-  for (int i = 0; i < g->n; i++) {
-    if (g->reqs[i] == MPI_REQUEST_NULL) continue;
-    if (g->info[i].is_recv) {
-      MPI_Cancel(&g->reqs[i]);
-      int64_t until = now_ms() + 200;
-      int done = 0;
-      while (!done && now_ms() < until) {
-        MPI_Test(&g->reqs[i], &done, MPI_STATUS_IGNORE);
-        if (!done) pause_briefly();
+/* Abandon groups after a failure: every receive is cancelled at once, then
+ * all are given one shared, short grace to complete. One that a dying peer
+ * left half-delivered may never complete; it is let go, and whatever an
+ * abandoned operation may still touch is kept (bury). */
+static void drop_groups(mpi_transport *mt, op_group *const *gs, int ngroups) {
+  for (int k = 0; k < ngroups; k++)
+    for (int i = 0; i < gs[k]->n; i++)
+      if (gs[k]->reqs[i] != MPI_REQUEST_NULL && gs[k]->info[i].is_recv)
+        MPI_Cancel(&gs[k]->reqs[i]);
+  int64_t until = now_ms() + RSI_ABANDON_MS;
+  for (bool open = true; open && now_ms() < until;) {
+    open = false;
+    for (int k = 0; k < ngroups; k++)
+      for (int i = 0; i < gs[k]->n; i++) {
+        if (gs[k]->reqs[i] == MPI_REQUEST_NULL || !gs[k]->info[i].is_recv)
+          continue;
+        int done = 0;
+        MPI_Test(&gs[k]->reqs[i], &done, MPI_STATUS_IGNORE);
+        open |= !done;
       }
-      if (done) continue;
-    }
-    MPI_Request_free(&g->reqs[i]); /* let it finish in the background */
-    bury(mt, g->info[i].sum);
-    bury(mt, g->info[i].owned);
-    g->info[i].sum = NULL;
-    g->info[i].owned = NULL;
+    if (open) pause_briefly();
   }
-  release(g);
+  for (int k = 0; k < ngroups; k++) {
+    op_group *g = gs[k];
+    for (int i = 0; i < g->n; i++) {
+      if (g->reqs[i] == MPI_REQUEST_NULL) continue;
+      MPI_Request_free(&g->reqs[i]); /* let it finish in the background */
+      bury(mt, g->info[i].sum);
+      bury(mt, g->info[i].owned);
+      g->info[i].sum = NULL;
+      g->info[i].owned = NULL;
+    }
+    release(g);
+  }
 }
 
-static rs_status mpi_wait(rsi_transport *t, int group, int64_t timeout_ms,
+static void drop_group(mpi_transport *mt, op_group *g) {
+  drop_groups(mt, &g, 1);
+}
+
+static rs_status mpi_test(rsi_transport *t, int group, bool *done_out,
                           rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
   op_group *g = &mt->groups[group];
-  int64_t deadline = now_ms() + timeout_ms;
-  for (;;) {
-    int done = 0;
-    int rc = MPI_Testall(g->n, g->reqs, &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      drop_group(mt, g);
-      return mpi_fail(err, rc, "MPI_Testall");
-    }
-    if (done) {
-      rs_status st = RS_OK;
-      for (int i = 0; i < g->n && st == RS_OK; i++) {
-        const op_info *in = &g->info[i];
-        if (in->is_recv && in->sum &&
-            XXH3_64bits(in->covers, in->bytes) != *in->sum)
-          st = RSI_FAIL(err, RS_ERR_CORRUPT,
-                        "rank %d: a message of %zu bytes from rank %d failed "
-                        "its checksum; the destination may hold its wrong "
-                        "bytes",
-                        mt->rank, in->bytes, in->peer);
-      }
-      release(g);
-      return st;
-    }
-    if (now_ms() >= deadline) break;
-    pause_briefly();
+  int done = 0;
+  *done_out = false;
+  int rc = MPI_Testall(g->n, g->reqs, &done, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    drop_group(mt, g);
+    return mpi_fail(err, rc, "MPI_Testall");
   }
-  /* Name the peer of the first operation still pending (Testall leaves
-   * every request as it was when not all are done). */
-  int late = 0;
-  for (; late < g->n; late++) {
+  if (!done) return RS_OK;
+  rs_status st = RS_OK;
+  for (int i = 0; i < g->n && st == RS_OK; i++) {
+    const op_info *in = &g->info[i];
+    if (in->is_recv && in->sum &&
+        XXH3_64bits(in->covers, in->bytes) != *in->sum)
+      st = RSI_FAIL(err, RS_ERR_CORRUPT,
+                    "rank %d: a message of %zu bytes from rank %d failed "
+                    "its checksum; the destination may hold its wrong "
+                    "bytes",
+                    mt->rank, in->bytes, in->peer);
+  }
+  release(g);
+  *done_out = true;
+  return st;
+}
+
+/* The first operation still pending (Testall leaves every request as it
+ * was when not all are done). */
+static bool mpi_pending(rsi_transport *t, int group, int *peer, bool *is_recv,
+                        size_t *bytes) {
+  mpi_transport *mt = (mpi_transport *)t;
+  op_group *g = &mt->groups[group];
+  for (int i = 0; i < g->n; i++) {
     int done = 1;
-    if (g->reqs[late] != MPI_REQUEST_NULL)
-      MPI_Request_get_status(g->reqs[late], &done, MPI_STATUS_IGNORE);
-    if (!done) break;
+    if (g->reqs[i] != MPI_REQUEST_NULL)
+      MPI_Request_get_status(g->reqs[i], &done, MPI_STATUS_IGNORE);
+    if (done) continue;
+    *peer = g->info[i].peer;
+    *is_recv = g->info[i].is_recv;
+    *bytes = g->info[i].bytes;
+    return true;
   }
-  op_info info = g->info[late < g->n ? late : 0];
-  drop_group(mt, g);
-  return RSI_FAIL(err, RS_ERR_TIMEOUT,
-                  "rank %d: no answer from rank %d within %lld ms (%s of %zu "
-                  "bytes pending); the transfer is abandoned",
-                  mt->rank, info.peer, (long long)timeout_ms,
-                  info.is_recv ? "a receive" : "a send", info.bytes);
+  return false;
+}
+
+static rs_status mpi_notify(rsi_transport *t, int to, const void *msg,
+                            size_t bytes, rsi_err *err) {
+  mpi_transport *mt = (mpi_transport *)t;
+  if (bytes > RSI_NOTICE_BYTES)
+    return RSI_FAIL(err, RS_ERR_INTERNAL, "a notice of %zu bytes", bytes);
+  /* The send may complete long after: its copy is kept (bury), and its
+   * request is let go; notices are sent only when a rank gives up. */
+  void *copy = malloc(RSI_NOTICE_BYTES);
+  if (!copy) return RSI_NOMEM(err);
+  memset(copy, 0, RSI_NOTICE_BYTES);
+  memcpy(copy, msg, bytes);
+  MPI_Request req;
+  int rc = MPI_Isend(copy, RSI_NOTICE_BYTES, MPI_BYTE, to, NOTICE_TAG,
+                     mt->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(copy);
+    return mpi_fail(err, rc, "MPI_Isend of a notice");
+  }
+  MPI_Request_free(&req);
+  bury(mt, copy);
+  return RS_OK;
+}
+
+static bool mpi_poll_notice(rsi_transport *t, int *from, void *buf,
+                            size_t cap) {
+  mpi_transport *mt = (mpi_transport *)t;
+  if (mt->notice_req == MPI_REQUEST_NULL) return false;
+  int done = 0;
+  MPI_Status status;
+  if (MPI_Test(&mt->notice_req, &done, &status) != MPI_SUCCESS || !done)
+    return false;
+  *from = status.MPI_SOURCE;
+  memcpy(buf, mt->notice_buf, cap < RSI_NOTICE_BYTES ? cap : RSI_NOTICE_BYTES);
+  if (MPI_Irecv(mt->notice_buf, RSI_NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE,
+                NOTICE_TAG, mt->comm, &mt->notice_req) != MPI_SUCCESS)
+    mt->notice_req = MPI_REQUEST_NULL;
+  return true;
 }
 
 static void mpi_abandon(rsi_transport *t) {
   mpi_transport *mt = (mpi_transport *)t;
-  drop_group(mt, &mt->groups[0]);
-  drop_group(mt, &mt->groups[1]);
+  mt->tainted = true;
+  op_group *all[RSI_GROUPS];
+  for (int k = 0; k < RSI_GROUPS; k++) all[k] = &mt->groups[k];
+  drop_groups(mt, all, RSI_GROUPS);
 }
 
 /* Wait for one request, polling, up to the timeout. */
@@ -370,11 +433,27 @@ static rs_status mpi_allgatherv(rsi_transport *t, const void *mine,
 
 static void mpi_destroy(rsi_transport *t) {
   mpi_transport *mt = (mpi_transport *)t;
+  bool tainted = mt->tainted;
   mpi_abandon(t);
+  mt->tainted = tainted;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&mt->comm);
-  for (int g = 0; g < 2; g++) {
+  if (!finalized && mt->notice_req != MPI_REQUEST_NULL) {
+    MPI_Cancel(&mt->notice_req);
+    int done = 0;
+    int64_t until = now_ms() + RSI_ABANDON_MS;
+    while (!done && now_ms() < until) {
+      MPI_Test(&mt->notice_req, &done, MPI_STATUS_IGNORE);
+      if (!done) pause_briefly();
+    }
+    if (!done) { /* it may still be written: keep what it writes into */
+      MPI_Request_free(&mt->notice_req);
+      mt = NULL;
+    }
+  }
+  if (!mt) return; /* kept for the standing receive (see above) */
+  if (!finalized && !mt->tainted && !mt->broken) MPI_Comm_free(&mt->comm);
+  for (int g = 0; g < RSI_GROUPS; g++) {
     free(mt->groups[g].reqs);
     free(mt->groups[g].info);
   }
@@ -385,13 +464,35 @@ static const rsi_transport_ops mpi_ops = {
     .name = "mpi",
     .send = mpi_send,
     .recv = mpi_recv,
-    .wait = mpi_wait,
+    .test = mpi_test,
+    .pending = mpi_pending,
     .set_integrity = mpi_set_integrity,
     .abandon = mpi_abandon,
     .adopt = mpi_adopt,
+    .notify = mpi_notify,
+    .poll_notice = mpi_poll_notice,
     .allgatherv = mpi_allgatherv,
     .destroy = mpi_destroy,
 };
+
+/* The context's nonce: rank 0 draws it, everyone gets it. */
+static rs_status share_nonce(mpi_transport *mt, rsi_err *err) {
+  uint64_t nonce = 0;
+  if (mt->rank == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    nonce = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^
+            (uint64_t)ts.tv_sec << 20 ^ (uint64_t)getpid() << 40 ^
+            (uint64_t)(uintptr_t)mt;
+    static _Atomic uint64_t made; /* contexts of this process so far */
+    nonce ^= (made++ + 1) * 0xD1B54A32D192ED03ull;
+    nonce |= 1; /* never 0, the in-process value */
+  }
+  int rc = MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, mt->comm);
+  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Bcast");
+  mt->base.nonce = nonce;
+  return RS_OK;
+}
 
 /* Host of every rank: the lowest world rank sharing memory with it. */
 static rs_status find_hosts(mpi_transport *mt, int *host_of, rsi_err *err) {
@@ -424,12 +525,19 @@ static rs_status mpi_create(int64_t handle, rsi_transport **out, int *rank,
   mpi_transport *mt = calloc(1, sizeof *mt);
   if (!mt) return RSI_NOMEM(err);
   mt->base.ops = &mpi_ops;
+  mt->notice_req = MPI_REQUEST_NULL;
   int rc = MPI_Comm_dup(user, &mt->comm);
   if (rc != MPI_SUCCESS) {
     free(mt);
     return mpi_fail(err, rc, "MPI_Comm_dup");
   }
   MPI_Comm_set_errhandler(mt->comm, MPI_ERRORS_RETURN);
+  rc = MPI_Irecv(mt->notice_buf, RSI_NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE,
+                 NOTICE_TAG, mt->comm, &mt->notice_req);
+  if (rc != MPI_SUCCESS) {
+    mpi_destroy(&mt->base);
+    return mpi_fail(err, rc, "MPI_Irecv of notices");
+  }
   const char *v = getenv("RESHARD_FAULT_CORRUPT_SEND");
   mt->corrupt_send = v ? strtol(v, NULL, 10) : 0;
   v = getenv("RESHARD_FAULT_EXIT_AFTER_SENDS");
@@ -438,6 +546,7 @@ static rs_status mpi_create(int64_t handle, rsi_transport **out, int *rank,
   MPI_Comm_size(mt->comm, &mt->world);
   int *hosts = malloc((size_t)mt->world * sizeof *hosts);
   rs_status st = hosts ? find_hosts(mt, hosts, err) : RSI_NOMEM(err);
+  if (st == RS_OK) st = share_nonce(mt, err);
   if (st != RS_OK) {
     free(hosts);
     mpi_destroy(&mt->base);
