@@ -12,11 +12,14 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
                              rs_context **out) {
   rs_context *ctx = calloc(1, sizeof *ctx);
   int *domains = calloc((size_t)world_size, sizeof *domains);
-  if (!ctx || !domains) {
+  rsi_err *err = calloc(1, sizeof *err);
+  if (!ctx || !domains || !err) {
     free(ctx);
     free(domains);
+    free(err);
     return RSI_NOMEM(NULL);
   }
+  ctx->err = err;
   atomic_init(&ctx->refs, 1);
   ctx->world_size = world_size;
   ctx->rank = rank;
@@ -48,6 +51,7 @@ void rsi_context_unref(rs_context *ctx) {
   if (ctx->transport) ctx->transport->ops->destroy(ctx->transport);
   free(ctx->scratch);
   free(ctx->domain_of);
+  free(ctx->err);
   free(ctx);
 }
 
@@ -76,14 +80,14 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
 void rsi_context_fail(rs_context *ctx) {
   if (ctx->failed) return;
   ctx->failed = true;
-  size_t n = strnlen(ctx->err.msg, sizeof ctx->failure - 1);
-  memcpy(ctx->failure, ctx->err.msg, n); /* the start says most */
+  size_t n = strnlen(ctx->err->msg, sizeof ctx->failure - 1);
+  memcpy(ctx->failure, ctx->err->msg, n); /* the start says most */
   ctx->failure[n] = '\0';
 }
 
 rs_status rsi_context_usable(rs_context *ctx) {
   if (!ctx->failed) return RS_OK;
-  return RSI_FAIL(&ctx->err, RS_ERR_TRANSPORT,
+  return RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
                   "an earlier transfer on this context failed part-way (%s); "
                   "destroy the context and create a new one",
                   ctx->failure);
@@ -92,10 +96,10 @@ rs_status rsi_context_usable(rs_context *ctx) {
 rs_status rsi_context_scratch(rs_context *ctx, int64_t bytes, char **out) {
   if (bytes > ctx->scratch_bytes) {
     if (ctx->failed) /* something may still use the old block: keep it */
-      return RSI_FAIL(&ctx->err, RS_ERR_TRANSPORT,
+      return RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
                       "the context failed earlier; destroy it");
     char *p = realloc(ctx->scratch, (size_t)bytes);
-    if (!p) return RSI_NOMEM(&ctx->err);
+    if (!p) return RSI_NOMEM(ctx->err);
     ctx->scratch = p;
     ctx->scratch_bytes = bytes;
   }

@@ -32,7 +32,9 @@ struct rs_context {
   rs_status cause_status;
   char *scratch; /* executor staging, reused and kept until destroy */
   int64_t scratch_bytes;
-  rsi_err err;
+  /* The detail of the last failure. Out of line, so that calls taking a
+   * const context can still record why they refused. */
+  rsi_err *err;
 };
 
 rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,

@@ -15,7 +15,7 @@ static const char *side_name(int side) {
 
 rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                         void *ptr, size_t bytes) {
-  rsi_err *err = &plan->ctx->err;
+  rsi_err *err = plan->ctx->err;
   if (side != RS_SIDE_SRC && side != RS_SIDE_DST)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "side %d is neither RS_SIDE_SRC nor RS_SIDE_DST",
@@ -363,7 +363,7 @@ static rs_status expect_arrival(rank_run *rr, int half, arrival a,
 
 static rs_status begin_step(rank_run *rr, const step *s, int half) {
   const rs_plan *plan = rr->ex->plan;
-  rsi_err *err = &plan->ctx->err;
+  rsi_err *err = plan->ctx->err;
   rsi_transport *tp = rr->tp;
   uint64_t tag = step_tag(s);
   rr->ex->my_relay = rr->relay[s->round % 2];
@@ -415,7 +415,7 @@ static rs_status begin_step(rank_run *rr, const step *s, int half) {
 
 static rs_status finish_step(rank_run *rr, const step *s, int half) {
   const rs_plan *plan = rr->ex->plan;
-  RSI_TRY(rsi_guard_wait((rs_plan *)plan, half, &plan->ctx->err));
+  RSI_TRY(rsi_guard_wait((rs_plan *)plan, half, plan->ctx->err));
   rr->ex->my_relay = rr->relay[s->round % 2];
   for (int64_t a = 0; a < rr->narrivals[half]; a++) {
     const arrival *in = &rr->arrivals[half][a];
@@ -575,7 +575,7 @@ static rs_status execute_one_rank(rs_plan *plan, rsi_err *err) {
 
 rs_status rsi_plan_execute(rs_plan *plan) {
   rs_context *ctx = plan->ctx;
-  rsi_err *err = &ctx->err;
+  rsi_err *err = ctx->err;
   RSI_TRY(rsi_context_usable(ctx));
   RSI_TRY(check_bindings(plan, err));
   return ctx->rank == RS_ALL_RANKS ? execute_all_ranks(plan, err)

@@ -117,7 +117,7 @@ static rs_status check_name(const char *name, rsi_err *err) {
 
 rs_status rsi_layout_create(rs_context *ctx, rs_layout **out) {
   rs_layout *l = calloc(1, sizeof *l);
-  if (!l) return RSI_NOMEM(&ctx->err);
+  if (!l) return RSI_NOMEM(ctx->err);
   rsi_context_ref(ctx);
   l->ctx = ctx;
   *out = l;
@@ -138,7 +138,7 @@ void rsi_layout_destroy(rs_layout *layout) {
 rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
                                 rs_dtype dtype, int ndim,
                                 const int64_t *shape) {
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   RSI_TRY(check_name(name, err));
   size_t esize = rs_dtype_size(dtype);
   if (!esize)
@@ -205,7 +205,7 @@ rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
                                const int64_t *strides) {
   int t = rsi_layout_find(layout, name);
   if (t < 0)
-    return RSI_FAIL(&layout->ctx->err, RS_ERR_UNKNOWN_TENSOR,
+    return RSI_FAIL(layout->ctx->err, RS_ERR_UNKNOWN_TENSOR,
                     "no tensor named '%s' in this layout", name);
   return rsi_layout_add_shard_to(layout, t, rank, offset, extent, buffer,
                                  byte_offset, strides);
@@ -215,7 +215,7 @@ rs_status rsi_layout_add_shard_to(rs_layout *layout, int t, int rank,
                                   const int64_t *offset, const int64_t *extent,
                                   int buffer, int64_t byte_offset,
                                   const int64_t *strides) {
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   const rsi_tensor *tensor = &layout->tensors[t];
   const char *name = tensor->name;
   int ndim = tensor->ndim;
@@ -302,7 +302,7 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
                                  int mesh_ndim, const int64_t *mesh_shape,
                                  const int *mesh_ranks, const int *placements,
                                  int buffer, int64_t byte_offset) {
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   int t = rsi_layout_find(layout, name);
   if (t < 0)
     return RSI_FAIL(err, RS_ERR_UNKNOWN_TENSOR,

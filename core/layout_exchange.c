@@ -10,7 +10,7 @@
 
 rs_status rsi_layout_allgather(rs_layout *l) {
   rs_context *ctx = l->ctx;
-  rsi_err *err = &ctx->err;
+  rsi_err *err = ctx->err;
   rsi_transport *tp = ctx->transport;
   if (ctx->rank == RS_ALL_RANKS || !tp || !tp->ops->allgatherv)
     return RSI_FAIL(err, RS_ERR_UNSUPPORTED,

@@ -1288,7 +1288,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
                           rs_plan **out) {
   rs_context *ctx = src->ctx;
-  rsi_err *err = &ctx->err;
+  rsi_err *err = ctx->err;
   if (dst->ctx != ctx)
     return RSI_FAIL(err, RS_ERR_WRONG_CONTEXT,
                     "the source and destination layouts come from different "

@@ -20,13 +20,13 @@ rs_status rs_context_create_local(int world_size, rs_context **out) {
 void rs_context_destroy(rs_context *ctx) { rsi_context_unref(ctx); }
 
 const char *rs_context_last_error(const rs_context *ctx) {
-  return ctx ? ctx->err.msg : rs_last_error();
+  return ctx ? ctx->err->msg : rs_last_error();
 }
 
 rs_status rs_context_world_size(const rs_context *ctx, int *out) {
   if (out) *out = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_world_size");
-  API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_world_size");
+  API_REQUIRE(out, ctx->err, "rs_context_world_size");
   *out = ctx->world_size;
   return RS_OK;
 }
@@ -34,7 +34,7 @@ rs_status rs_context_world_size(const rs_context *ctx, int *out) {
 rs_status rs_context_rank(const rs_context *ctx, int *out) {
   if (out) *out = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_rank");
-  API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_rank");
+  API_REQUIRE(out, ctx->err, "rs_context_rank");
   *out = ctx->rank;
   return RS_OK;
 }
@@ -42,7 +42,7 @@ rs_status rs_context_rank(const rs_context *ctx, int *out) {
 rs_status rs_context_transport(const rs_context *ctx, rs_transport_kind *out) {
   if (out) *out = (rs_transport_kind)0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_transport");
-  API_REQUIRE(out, (rsi_err *)&ctx->err, "rs_context_transport");
+  API_REQUIRE(out, ctx->err, "rs_context_transport");
   *out = ctx->kind;
   return RS_OK;
 }
@@ -50,10 +50,10 @@ rs_status rs_context_transport(const rs_context *ctx, rs_transport_kind *out) {
 rs_status rs_context_set_domain(rs_context *ctx, int rank, int domain) {
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_domain");
   if (rank < 0 || rank >= ctx->world_size)
-    return RSI_FAIL(&ctx->err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)",
+    return RSI_FAIL(ctx->err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)",
                     rank, ctx->world_size);
   if (domain < 0)
-    return RSI_FAIL(&ctx->err, RS_ERR_INVALID_ARGUMENT,
+    return RSI_FAIL(ctx->err, RS_ERR_INVALID_ARGUMENT,
                     "domain %d for rank %d, must be >= 0", domain, rank);
   ctx->domain_of[rank] = domain;
   return RS_OK;
@@ -62,7 +62,7 @@ rs_status rs_context_set_domain(rs_context *ctx, int rank, int domain) {
 rs_status rs_context_get_domain(const rs_context *ctx, int rank, int *domain) {
   if (domain) *domain = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_domain");
-  rsi_err *err = (rsi_err *)&ctx->err;
+  rsi_err *err = ctx->err;
   API_REQUIRE(domain, err, "rs_context_get_domain");
   if (rank < 0 || rank >= ctx->world_size)
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
@@ -74,7 +74,7 @@ rs_status rs_context_get_domain(const rs_context *ctx, int rank, int *domain) {
 rs_status rs_context_set_domain_size(rs_context *ctx, int ranks_per_domain) {
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_domain_size");
   if (ranks_per_domain < 1)
-    return RSI_FAIL(&ctx->err, RS_ERR_INVALID_ARGUMENT,
+    return RSI_FAIL(ctx->err, RS_ERR_INVALID_ARGUMENT,
                     "%d ranks per domain, must be at least 1",
                     ranks_per_domain);
   for (int r = 0; r < ctx->world_size; r++)
@@ -108,10 +108,10 @@ rs_status rs_context_set_param(rs_context *ctx, rs_param param,
   int64_t lo, hi;
   int64_t *slot = param_slot(ctx, param);
   if (!slot || rsi_param_bounds(param, &lo, &hi) != RS_OK)
-    return RSI_FAIL(&ctx->err, RS_ERR_BAD_PARAM, "unknown parameter %d",
+    return RSI_FAIL(ctx->err, RS_ERR_BAD_PARAM, "unknown parameter %d",
                     (int)param);
   if (value < lo || value > hi)
-    return RSI_FAIL(&ctx->err, RS_ERR_BAD_PARAM,
+    return RSI_FAIL(ctx->err, RS_ERR_BAD_PARAM,
                     "parameter %d: value %lld outside [%lld, %lld]",
                     (int)param, (long long)value, (long long)lo,
                     (long long)hi);
@@ -123,7 +123,7 @@ rs_status rs_context_get_param(const rs_context *ctx, rs_param param,
                                int64_t *value) {
   if (value) *value = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_param");
-  rsi_err *err = (rsi_err *)&ctx->err;
+  rsi_err *err = ctx->err;
   API_REQUIRE(value, err, "rs_context_get_param");
   int64_t *slot = param_slot((rs_context *)ctx, param);
   if (!slot)

@@ -6,7 +6,7 @@
 #include "wire.h"
 
 rs_status rs_layout_create(rs_context *ctx, rs_layout **out) {
-  API_REQUIRE(out, ctx ? &ctx->err : rsi_thread_err(), "rs_layout_create");
+  API_REQUIRE(out, ctx ? ctx->err : rsi_thread_err(), "rs_layout_create");
   *out = NULL;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_layout_create");
   return rsi_layout_create(ctx, out);
@@ -18,7 +18,7 @@ rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
                                rs_dtype dtype, int ndim,
                                const int64_t *shape) {
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_tensor");
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   API_REQUIRE(name, err, "rs_layout_add_tensor");
   API_REQUIRE(shape, err, "rs_layout_add_tensor");
   return rsi_layout_add_tensor(layout, name, dtype, ndim, shape);
@@ -29,7 +29,7 @@ rs_status rs_layout_add_shard(rs_layout *layout, const char *name, int rank,
                               int buffer, int64_t byte_offset,
                               const int64_t *strides) {
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_shard");
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   API_REQUIRE(name, err, "rs_layout_add_shard");
   API_REQUIRE(offset, err, "rs_layout_add_shard");
   API_REQUIRE(extent, err, "rs_layout_add_shard");
@@ -42,7 +42,7 @@ rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
                                 const int *mesh_ranks, const int *placements,
                                 int buffer, int64_t byte_offset) {
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_dtensor");
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   API_REQUIRE(name, err, "rs_layout_add_dtensor");
   API_REQUIRE(mesh_shape, err, "rs_layout_add_dtensor");
   API_REQUIRE(mesh_ranks, err, "rs_layout_add_dtensor");
@@ -69,7 +69,7 @@ rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
 rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {
   if (out) *out = 0;
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_num_tensors");
-  API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_tensors");
+  API_REQUIRE(out, layout->ctx->err, "rs_layout_num_tensors");
   *out = layout->ntensors;
   return RS_OK;
 }
@@ -77,7 +77,7 @@ rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {
 rs_status rs_layout_num_shards(const rs_layout *layout, int64_t *out) {
   if (out) *out = 0;
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_num_shards");
-  API_REQUIRE(out, &layout->ctx->err, "rs_layout_num_shards");
+  API_REQUIRE(out, layout->ctx->err, "rs_layout_num_shards");
   *out = layout->nshards;
   return RS_OK;
 }
@@ -87,7 +87,7 @@ rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
   if (bytes) *bytes = NULL;
   if (length) *length = 0;
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_serialize");
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   API_REQUIRE(bytes, err, "rs_layout_serialize");
   API_REQUIRE(length, err, "rs_layout_serialize");
   int rank = layout->ctx->rank == RS_ALL_RANKS ? 0 : layout->ctx->rank;
@@ -97,7 +97,7 @@ rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
 rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
                                 size_t length) {
   API_REQUIRE(layout, rsi_thread_err(), "rs_layout_deserialize");
-  rsi_err *err = &layout->ctx->err;
+  rsi_err *err = layout->ctx->err;
   API_REQUIRE(bytes, err, "rs_layout_deserialize");
   return rsi_wire_merge(layout, bytes, &length, 1, true, err);
 }

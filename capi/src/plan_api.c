@@ -4,7 +4,7 @@
 
 rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
                          rs_plan **out) {
-  rsi_err *err = src ? &src->ctx->err : rsi_thread_err();
+  rsi_err *err = src ? src->ctx->err : rsi_thread_err();
   API_REQUIRE(out, err, "rs_plan_create");
   *out = NULL;
   API_REQUIRE(src, err, "rs_plan_create");
@@ -18,7 +18,7 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
                        int64_t *value) {
   if (value) *value = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_stat");
-  rsi_err *err = &plan->ctx->err;
+  rsi_err *err = plan->ctx->err;
   API_REQUIRE(value, err, "rs_plan_stat");
   if (rank != RS_ALL_RANKS && (rank < 0 || rank >= plan->world_size))
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
@@ -57,14 +57,14 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
 rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out) {
   if (out) *out = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_num_moves");
-  API_REQUIRE(out, &plan->ctx->err, "rs_plan_num_moves");
+  API_REQUIRE(out, plan->ctx->err, "rs_plan_num_moves");
   *out = plan->nmoves;
   return RS_OK;
 }
 
 static rs_status check_move(const rs_plan *plan, int64_t index) {
   if (index < 0 || index >= plan->nmoves)
-    return RSI_FAIL(&plan->ctx->err, RS_ERR_INVALID_ARGUMENT,
+    return RSI_FAIL(plan->ctx->err, RS_ERR_INVALID_ARGUMENT,
                     "move %lld outside [0, %lld)", (long long)index,
                     (long long)plan->nmoves);
   return RS_OK;
@@ -94,8 +94,8 @@ rs_status rs_plan_move_info(const rs_plan *plan, int64_t index, int *tensor,
 rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
                            int64_t *offset, int64_t *extent) {
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_move_box");
-  API_REQUIRE(offset, &plan->ctx->err, "rs_plan_move_box");
-  API_REQUIRE(extent, &plan->ctx->err, "rs_plan_move_box");
+  API_REQUIRE(offset, plan->ctx->err, "rs_plan_move_box");
+  API_REQUIRE(extent, plan->ctx->err, "rs_plan_move_box");
   RSI_TRY(check_move(plan, index));
   const rsi_move *m = &plan->moves[index];
   int nd = plan->tensors[m->tensor].ndim;
@@ -109,7 +109,7 @@ rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
 rs_status rs_plan_num_tensors(const rs_plan *plan, int *out) {
   if (out) *out = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_num_tensors");
-  API_REQUIRE(out, &plan->ctx->err, "rs_plan_num_tensors");
+  API_REQUIRE(out, plan->ctx->err, "rs_plan_num_tensors");
   *out = plan->ntensors;
   return RS_OK;
 }
@@ -120,7 +120,7 @@ rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
   if (ndim) *ndim = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_tensor_info");
   if (tensor < 0 || tensor >= plan->ntensors)
-    return RSI_FAIL(&plan->ctx->err, RS_ERR_INVALID_ARGUMENT,
+    return RSI_FAIL(plan->ctx->err, RS_ERR_INVALID_ARGUMENT,
                     "tensor %d outside [0, %d)", tensor, plan->ntensors);
   if (name) *name = plan->tensors[tensor].name;
   if (ndim) *ndim = plan->tensors[tensor].ndim;
@@ -130,7 +130,7 @@ rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
 rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out) {
   if (out) *out = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_fingerprint");
-  API_REQUIRE(out, &plan->ctx->err, "rs_plan_fingerprint");
+  API_REQUIRE(out, plan->ctx->err, "rs_plan_fingerprint");
   *out = plan->fingerprint;
   return RS_OK;
 }
@@ -139,14 +139,14 @@ rs_status rs_plan_to_json(const rs_plan *plan, char **json, size_t *length) {
   if (json) *json = NULL;
   if (length) *length = 0;
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_to_json");
-  API_REQUIRE(json, &plan->ctx->err, "rs_plan_to_json");
-  return rsi_plan_to_json(plan, json, length, &plan->ctx->err);
+  API_REQUIRE(json, plan->ctx->err, "rs_plan_to_json");
+  return rsi_plan_to_json(plan, json, length, plan->ctx->err);
 }
 
 rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                        void *ptr, size_t bytes) {
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_bind");
-  API_REQUIRE(ptr, &plan->ctx->err, "rs_plan_bind");
+  API_REQUIRE(ptr, plan->ctx->err, "rs_plan_bind");
   return rsi_plan_bind(plan, side, rank, buffer, ptr, bytes);
 }
 
