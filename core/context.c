@@ -1,4 +1,10 @@
+/* The context (context.h): its creation and assembly on a transport (a
+ * module's, with domains from the module's hosts or RESHARD_DOMAIN_SIZE),
+ * its reference count, its settings and their bounds, and the fail-stop
+ * record and staging kept on it. */
 #include "context.h"
+
+#include "engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +36,8 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->slice_bytes = 4 * MIB;
   ctx->timeout_ms = 60000;
   ctx->culprit = ctx->cause_rank = -1;
+  atomic_init(&ctx->aborted, false);
+  ctx->engine = rsi_host_engine(); /* a GPU transport sets its own */
   ctx->transport = transport;
   *out = ctx;
   return RS_OK;
@@ -55,7 +63,22 @@ void rsi_context_unref(rs_context *ctx) {
   free(ctx);
 }
 
-rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
+static int64_t *param_slot(rs_context *ctx, rs_param param) {
+  switch (param) {
+    case RS_PARAM_STAGING_BYTES: return &ctx->staging_bytes;
+    case RS_PARAM_SLICE_BYTES: return &ctx->slice_bytes;
+    case RS_PARAM_TIMEOUT_MS: return &ctx->timeout_ms;
+    case RS_PARAM_INTEGRITY: return &ctx->integrity;
+  }
+  return NULL;
+}
+
+static rs_status unknown_param(rsi_err *err, rs_param param) {
+  return RSI_FAIL(err, RS_ERR_BAD_PARAM, "unknown parameter %d", (int)param);
+}
+
+rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
+                           rsi_err *err) {
   switch (param) {
     case RS_PARAM_STAGING_BYTES:
       *lo = 64 * 1024;
@@ -74,7 +97,84 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
       *hi = 1;
       return RS_OK;
   }
-  return RS_ERR_BAD_PARAM;
+  return unknown_param(err, param);
+}
+
+rs_status rsi_context_set_param(rs_context *ctx, rs_param param,
+                                int64_t value) {
+  int64_t lo, hi;
+  int64_t *slot = param_slot(ctx, param);
+  if (!slot) return unknown_param(ctx->err, param);
+  RSI_TRY(rsi_param_bounds(param, &lo, &hi, ctx->err));
+  if (value < lo || value > hi)
+    return RSI_FAIL(ctx->err, RS_ERR_BAD_PARAM,
+                    "parameter %d: value %lld outside [%lld, %lld]",
+                    (int)param, (long long)value, (long long)lo,
+                    (long long)hi);
+  *slot = value;
+  return RS_OK;
+}
+
+rs_status rsi_context_get_param(const rs_context *ctx, rs_param param,
+                                int64_t *value) {
+  *value = 0;
+  const int64_t *slot = param_slot((rs_context *)ctx, param);
+  if (!slot) return unknown_param(ctx->err, param);
+  *value = *slot;
+  return RS_OK;
+}
+
+/* RESHARD_DOMAIN_SIZE=n: consecutive blocks of n ranks; 0 when unset. */
+static rs_status domain_block_from_env(int *block, rsi_err *err) {
+  *block = 0;
+  const char *v = getenv("RESHARD_DOMAIN_SIZE");
+  if (!v || !v[0]) return RS_OK;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < 1 || n > (1 << 24))
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "RESHARD_DOMAIN_SIZE='%s' is not a whole number of ranks "
+                    "from 1 to %d",
+                    v, 1 << 24);
+  *block = (int)n;
+  return RS_OK;
+}
+
+rs_status rsi_context_assemble(rs_transport_kind kind,
+                               struct rsi_transport *tp, int rank, int world,
+                               const int *host_of, int domain_block,
+                               rs_context **out) {
+  *out = NULL;
+  rs_context *ctx;
+  rs_status st = rsi_context_create(world, rank, kind, tp, &ctx);
+  if (st != RS_OK) {
+    tp->ops->destroy(tp);
+    return st;
+  }
+  for (int r = 0; r < world; r++)
+    ctx->domain_of[r] = domain_block ? r / domain_block
+                        : host_of    ? host_of[r]
+                                     : r;
+  *out = ctx;
+  return RS_OK;
+}
+
+rs_status rsi_context_create_module(const char *module,
+                                    rs_transport_kind kind,
+                                    const rsi_module_args *args,
+                                    rs_context **out, rsi_err *err) {
+  *out = NULL;
+  int block;
+  RSI_TRY(domain_block_from_env(&block, err));
+  const rsi_module *m;
+  RSI_TRY(rsi_module_load(module, &m, err));
+  rsi_transport *tp;
+  int rank, world, *hosts;
+  RSI_TRY(m->create(args, &tp, &rank, &world, &hosts, err));
+  rs_status st =
+      rsi_context_assemble(kind, tp, rank, world, hosts, block, out);
+  free(hosts);
+  return st;
 }
 
 void rsi_context_fail(rs_context *ctx) {
@@ -86,6 +186,12 @@ void rsi_context_fail(rs_context *ctx) {
 }
 
 rs_status rsi_context_usable(rs_context *ctx) {
+  if (!ctx->failed &&
+      atomic_load_explicit(&ctx->aborted, memory_order_acquire)) {
+    RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
+             "the context was aborted (rs_context_abort)");
+    rsi_context_fail(ctx);
+  }
   if (!ctx->failed) return RS_OK;
   return RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
                   "an earlier transfer on this context failed part-way (%s); "

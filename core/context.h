@@ -24,6 +24,12 @@ struct rs_context {
   int64_t integrity;
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
+  atomic_bool aborted; /* rs_context_abort was called (any thread) */
+  /* How bytes are copied and where staging lives (core/engine.h), for the
+   * memory kind every bound buffer must be in. */
+  struct rsi_engine *engine;
+  /* The plan whose execution is in flight, or NULL: one at a time. */
+  struct rs_plan *running;
   char failure[384]; /* why, as first recorded */
   uint64_t agreements; /* plans agreed on so far (exec_guard.c) */
   /* Of the last failure: the rank that gave up first (-1: none yet), its
@@ -37,13 +43,45 @@ struct rs_context {
   rsi_err *err;
 };
 
+/* A context with default settings, every rank in a domain of its own, on
+ * `transport` (which the context destroys with itself). */
 rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
                              struct rsi_transport *transport,
                              rs_context **out);
 void rsi_context_ref(rs_context *ctx);
 void rsi_context_unref(rs_context *ctx);
 
-rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
+/* A context of `world` ranks, this process being `rank` (RS_ALL_RANKS: all
+ * of them), on the created transport `tp`, which it takes over: on failure
+ * tp is destroyed. Rank r's domain is r / domain_block when domain_block
+ * > 0, else host_of[r] when host_of (world entries) is given, else r.
+ * Fails only for memory (recorded in this thread's record, as
+ * rsi_context_create does). */
+rs_status rsi_context_assemble(rs_transport_kind kind,
+                               struct rsi_transport *tp, int rank, int world,
+                               const int *host_of, int domain_block,
+                               rs_context **out);
+
+/* A context on transport module `module` (rsi_module_load), created on
+ * *args: the module's world and rank, every rank's domain its host, or
+ * consecutive blocks of n ranks when the environment variable
+ * RESHARD_DOMAIN_SIZE=n is set (checked first, before anything loads). */
+struct rsi_module_args;
+rs_status rsi_context_create_module(const char *module,
+                                    rs_transport_kind kind,
+                                    const struct rsi_module_args *args,
+                                    rs_context **out, rsi_err *err);
+
+/* Settings (rs_param). Bounds of a parameter: RS_ERR_BAD_PARAM, recorded
+ * in err, for one that does not exist. */
+rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
+                           rsi_err *err);
+/* Set a parameter within its bounds; else RS_ERR_BAD_PARAM, unchanged. */
+rs_status rsi_context_set_param(rs_context *ctx, rs_param param,
+                                int64_t value);
+/* Read a parameter (*value is 0 on failure). */
+rs_status rsi_context_get_param(const rs_context *ctx, rs_param param,
+                                int64_t *value);
 
 /* RS_ERR_TRANSPORT, with the reason, once a transfer or exchange failed
  * part-way on this context (fail-stop). */

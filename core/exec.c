@@ -1,21 +1,43 @@
+/* Executing a plan: binding memory, the checks made before any byte
+ * moves, and the life of an execution (start, test, wait, abort). The
+ * driver (exec_run.c) moves the bytes; exec_guard.c makes an execution
+ * between processes trustworthy. */
 #include "exec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "box.h"
-#include "copy.h"
+#include "engine.h"
 #include "exec_guard.h"
-#include "grow.h"
+#include "exec_run.h"
 #include "transport/transport.h"
 
 static const char *side_name(int side) {
   return side == RS_SIDE_SRC ? "source" : "destination";
 }
 
+static const char *memory_name(int memory) {
+  return memory == RSI_MEMORY_HOST ? "host" : "CUDA device";
+}
+
 rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
-                        void *ptr, size_t bytes) {
+                        void *ptr, size_t bytes, int memory, int device) {
   rsi_err *err = plan->ctx->err;
+  int want = plan->ctx->engine->ops->memory;
+  if (memory != RSI_MEMORY_HOST && memory != RSI_MEMORY_CUDA)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "memory kind %d is neither RS_MEMORY_HOST nor "
+                    "RS_MEMORY_CUDA",
+                    memory);
+  if (memory == RSI_MEMORY_CUDA && device < 0)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "CUDA device %d: a device number is >= 0", device);
+  if (memory != want)
+    return RSI_FAIL(err, RS_ERR_WRONG_MEMORY,
+                    "%s memory cannot be bound to a plan of this context, "
+                    "which moves %s memory (transport %s)",
+                    memory_name(memory), memory_name(want),
+                    plan->ctx->transport->ops->name);
   if (side != RS_SIDE_SRC && side != RS_SIDE_DST)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "side %d is neither RS_SIDE_SRC nor RS_SIDE_DST",
@@ -48,6 +70,7 @@ rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
   }
   b->ptr = ptr;
   b->bytes = bytes;
+  b->device = memory == RSI_MEMORY_CUDA ? device : -1;
   return RS_OK;
 }
 
@@ -142,442 +165,169 @@ static rs_status check_bindings(const rs_plan *plan, rsi_err *err) {
   return st;
 }
 
-/* ---- endpoints ------------------------------------------------------------ */
+/* ---- the life of an execution --------------------------------------------- */
 
-typedef struct exec_state {
-  const rs_plan *plan;
-  /* Relay slots: slot i at relay_area + plan->relay_at[i] (in-process),
-   * or this rank's own at my_relay + its staging offset (one rank). */
-  char *relay_area, *my_relay;
-} exec_state;
+/* Where an execution stands. */
+enum { PHASE_IDLE, PHASE_HELLO, PHASE_STEPS, PHASE_DONE };
 
-/* Address of the move's first element at one end, and that end's strides. */
-static char *endpoint(const exec_state *ex, const rsi_move *m, int kind,
-                      int index, int64_t *strides) {
-  const rs_plan *plan = ex->plan;
-  const rsi_tensor *t = &plan->tensors[m->tensor];
-  const int64_t *moff = rsi_move_offset(plan, m);
-  int nd = t->ndim;
-  char *base;
-  const int64_t *origin;
-  if (kind == RSI_EP_RELAY) {
-    const rsi_relay *r = &plan->relays[index];
-    origin = plan->boxes.v + r->box;
-    rsi_box_dense_strides(nd, origin + nd, strides);
-    base = ex->my_relay ? ex->my_relay + r->staging_offset
-                        : ex->relay_area + plan->relay_at[index];
-  } else {
-    const rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC
-                                                          : RS_SIDE_DST];
-    const rsi_shard *s = &side->shards[index];
-    origin = rsi_shard_offset(&side->pool, s);
-    memcpy(strides, rsi_shard_strides(&side->pool, s, nd),
-           (size_t)nd * sizeof *strides);
-    base = (char *)side->buffers[side->rank_first[s->rank] + s->buffer].ptr +
-           s->byte_offset;
-  }
-  int64_t off = 0;
-  for (int d = 0; d < nd; d++) off += (moff[d] - origin[d]) * strides[d];
-  return base + off * t->esize;
+struct rsi_exec {
+  rsi_driver *driver; /* built at the first execution */
+  int phase;
+  void *queue;
+  rs_status last; /* how the last execution ended */
+  rsi_exchange greeting;
+};
+
+static bool between_processes(const rs_plan *plan) {
+  return plan->ctx->rank != RS_ALL_RANKS;
 }
 
-/* Bytes [lo, hi) of message msg between its moves' memory and a dense
- * stream: packed into it (pack) or unpacked out of it. */
-static void stream_range(const exec_state *ex, const rsi_message *msg,
-                         int64_t lo, int64_t hi, char *stream, bool pack) {
-  const rs_plan *plan = ex->plan;
-  for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves; i++) {
-    const rsi_move *m = &plan->moves[i];
-    int64_t a = m->msg_offset > lo ? m->msg_offset : lo;
-    int64_t b = m->msg_offset + m->bytes < hi ? m->msg_offset + m->bytes : hi;
-    if (a >= b) continue;
-    const rsi_tensor *t = &plan->tensors[m->tensor];
-    int64_t strides[RSI_MAX_DIMS];
-    char *mem = pack ? endpoint(ex, m, m->src_kind, m->src_index, strides)
-                     : endpoint(ex, m, m->dst_kind, m->dst_index, strides);
-    char *dense = stream + (a - lo);
-    rsi_copy_range(t->ndim, rsi_move_extent(plan, m), (size_t)t->esize,
-                   pack ? dense : mem, pack ? NULL : strides,
-                   pack ? mem : dense, pack ? strides : NULL,
-                   (a - m->msg_offset) / t->esize,
-                   (b - m->msg_offset) / t->esize);
-  }
+int64_t rsi_exec_staging(const rs_plan *plan, int rank) {
+  return plan->exec ? rsi_driver_staging(plan->exec->driver, rank) : -1;
 }
 
-static void copy_local(const exec_state *ex, const rsi_message *msg) {
-  const rs_plan *plan = ex->plan;
-  for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves; i++) {
-    const rsi_move *m = &plan->moves[i];
-    const rsi_tensor *t = &plan->tensors[m->tensor];
-    int64_t ss[RSI_MAX_DIMS], ds[RSI_MAX_DIMS], n;
-    const char *src = endpoint(ex, m, m->src_kind, m->src_index, ss);
-    char *dst = endpoint(ex, m, m->dst_kind, m->dst_index, ds);
-    rsi_box_volume(t->ndim, rsi_move_extent(plan, m), &n);
-    rsi_copy_range(t->ndim, rsi_move_extent(plan, m), (size_t)t->esize, dst,
-                   ds, src, ss, 0, n);
-  }
+void rsi_exec_release(rs_plan *plan) {
+  struct rsi_exec *x = plan->exec;
+  if (!x) return;
+  rsi_driver_destroy(x->driver, plan->ctx);
+  rsi_exchange_free(&x->greeting);
+  free(x);
+  plan->exec = NULL;
 }
 
-/* ---- drivers -------------------------------------------------------------- */
-
-/* Every rank in this process: messages in plan order (round, stage, sender,
- * receiver), each moved in slices so that staging stays small and warm. */
-static rs_status run_all_ranks(exec_state *ex, rsi_transport *tp,
-                               int64_t slice, char *stage_buf, rsi_err *err) {
-  const rs_plan *plan = ex->plan;
-  for (int64_t i = 0; i < plan->nmsgs; i++) {
-    const rsi_message *msg = &plan->msgs[i];
-    if (msg->src_rank == msg->dst_rank) {
-      copy_local(ex, msg);
-      continue;
-    }
-    for (int64_t lo = 0; lo < msg->bytes; lo += slice) {
-      int64_t hi = lo + slice < msg->bytes ? lo + slice : msg->bytes;
-      const void *data = NULL;
-      uint64_t tag = (uint64_t)i;
-      stream_range(ex, msg, lo, hi, stage_buf, true);
-      RSI_TRY(tp->ops->send(tp, 0, msg->src_rank, msg->dst_rank, tag,
-                            stage_buf, (size_t)(hi - lo), err));
-      RSI_TRY(tp->ops->recv(tp, 0, msg->dst_rank, msg->src_rank, tag,
-                            stage_buf, (size_t)(hi - lo), &data, err));
-      bool done = false;
-      RSI_TRY(tp->ops->test(tp, 0, &done, err)); /* in process: at once */
-      stream_range(ex, msg, lo, hi, (char *)data, false);
-    }
-  }
-  return RS_OK;
-}
-
-/* One rank of many processes. The plan's messages that touch this rank are
- * cut into steps (round, stage). A step begins by posting its receives,
- * copying its rank-local moves, and packing and posting its sends; it
- * finishes by waiting and unpacking. A stage-0 step (reads only source
- * shards) begins before the previous step finishes, so packing round k+1
- * overlaps the transfers of round k; staging and relay slots alternate
- * between two halves, which is why rounds are planned at half the staging
- * setting.
- *
- * Inside a message, a move of at least DIRECT_BYTES travels as its own
- * transport message, straight from or into the caller's memory where that
- * memory is contiguous (no pack, no unpack); smaller moves are packed
- * together. Sender and receiver cut a message the same way, so their
- * transport messages match one to one. */
-#define DIRECT_BYTES ((int64_t)64 * 1024)
-#define ALIGN16(x) (((x) + 15) / 16 * 16)
-#define ALIGN64(x) (((x) + 63) / 64 * 64)
-
-typedef struct segment {
-  int64_t first, n, bytes; /* moves [first, first+n), packed size */
-  bool single;             /* one large move */
-} segment;
-
-/* The segment of msg starting at move `at`. */
-static segment segment_at(const rs_plan *plan, const rsi_message *msg,
-                          int64_t at) {
-  segment g = {at, 0, 0, false};
-  int64_t end = msg->first_move + msg->nmoves;
-  if (plan->moves[at].bytes >= DIRECT_BYTES)
-    return (segment){at, 1, plan->moves[at].bytes, true};
-  while (at < end && plan->moves[at].bytes < DIRECT_BYTES) {
-    g.bytes = ALIGN16(g.bytes) + plan->moves[at].bytes;
-    g.n++;
-    at++;
-  }
-  return g;
-}
-
-/* A box in memory is one contiguous run when its strides are row-major. */
-static bool contiguous(int ndim, const int64_t *ext, const int64_t *strides) {
-  int64_t expect = 1;
-  for (int d = ndim - 1; d >= 0; d--) {
-    if (ext[d] == 1) continue;
-    if (strides[d] != expect) return false;
-    expect *= ext[d];
-  }
-  return true;
-}
-
-/* Where move m's bytes can go to or come from the transport directly. */
-static char *direct_ptr(const exec_state *ex, const rsi_move *m, bool src) {
-  int64_t strides[RSI_MAX_DIMS];
-  const rsi_tensor *t = &ex->plan->tensors[m->tensor];
-  char *p = src ? endpoint(ex, m, m->src_kind, m->src_index, strides)
-                : endpoint(ex, m, m->dst_kind, m->dst_index, strides);
-  return contiguous(t->ndim, rsi_move_extent(ex->plan, m), strides) ? p : NULL;
-}
-
-/* A segment's moves between their memory and a dense stream (each move
- * 16-aligned in it): packed into it (pack) or unpacked out of it. */
-static void stream_moves(const exec_state *ex, const segment *g, char *stream,
-                         bool pack) {
-  int64_t at = 0;
-  for (int64_t i = g->first; i < g->first + g->n; i++) {
-    const rsi_move *m = &ex->plan->moves[i];
-    const rsi_tensor *t = &ex->plan->tensors[m->tensor];
-    int64_t strides[RSI_MAX_DIMS], n;
-    char *mem = pack ? endpoint(ex, m, m->src_kind, m->src_index, strides)
-                     : endpoint(ex, m, m->dst_kind, m->dst_index, strides);
-    rsi_box_volume(t->ndim, rsi_move_extent(ex->plan, m), &n);
-    at = ALIGN16(at);
-    char *dense = stream + at;
-    rsi_copy_range(t->ndim, rsi_move_extent(ex->plan, m), (size_t)t->esize,
-                   pack ? dense : mem, pack ? NULL : strides,
-                   pack ? mem : dense, pack ? strides : NULL, 0, n);
-    at += m->bytes;
-  }
-}
-
-typedef struct step {
-  int32_t round, stage;
-  int64_t first, n;  /* into mine[] */
-  bool reads_dst;    /* sends bytes that arrived here in an earlier round */
-} step;
-
-typedef struct arrival {
-  segment seg;
-  const void *data; /* NULL: it landed in place */
-} arrival;
-
-typedef struct rank_run {
-  exec_state *ex;
-  rsi_transport *tp;
-  int me;
-  const int64_t *mine; /* message indices touching this rank, plan order */
-  char *staging[2], *relay[2];
-  arrival *arrivals[2]; /* receives to unpack, per half */
-  int64_t narrivals[2], cap_arrivals[2];
-} rank_run;
-
-static uint64_t step_tag(const step *s) {
-  return (uint64_t)s->round * 2 + (uint64_t)s->stage;
-}
-
-static rs_status expect_arrival(rank_run *rr, int half, arrival a,
-                                rsi_err *err) {
-  RSI_TRY(rsi_grow((void **)&rr->arrivals[half], &rr->cap_arrivals[half],
-                   rr->narrivals[half] + 1, sizeof *rr->arrivals[half], 64,
-                   err));
-  rr->arrivals[half][rr->narrivals[half]++] = a;
-  return RS_OK;
-}
-
-static rs_status begin_step(rank_run *rr, const step *s, int half) {
-  const rs_plan *plan = rr->ex->plan;
-  rsi_err *err = plan->ctx->err;
-  rsi_transport *tp = rr->tp;
-  uint64_t tag = step_tag(s);
-  rr->ex->my_relay = rr->relay[s->round % 2];
-  rr->narrivals[half] = 0;
-  int64_t at = 0;
-  for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
-    const rsi_message *msg = &plan->msgs[rr->mine[k]];
-    if (msg->dst_rank != rr->me || msg->src_rank == rr->me) continue;
-    for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves;) {
-      segment g = segment_at(plan, msg, i);
-      char *into = g.single ? direct_ptr(rr->ex, &plan->moves[i], false) : NULL;
-      const void *data = NULL; /* one-rank transports set it on return */
-      if (into) {
-        RSI_TRY(tp->ops->recv(tp, half, rr->me, msg->src_rank, tag, into,
-                              (size_t)g.bytes, &data, err));
-        data = NULL; /* landed in place */
-      } else {
-        RSI_TRY(tp->ops->recv(tp, half, rr->me, msg->src_rank, tag,
-                              rr->staging[half] + at, (size_t)g.bytes, &data,
-                              err));
-        at += ALIGN64(g.bytes);
-      }
-      RSI_TRY(expect_arrival(rr, half, (arrival){g, data}, err));
-      i += g.n;
-    }
-  }
-  for (int64_t k = s->first; k < s->first + s->n; k++) {
-    const rsi_message *msg = &plan->msgs[rr->mine[k]];
-    if (msg->src_rank != rr->me) continue;
-    if (msg->dst_rank == rr->me) {
-      copy_local(rr->ex, msg);
-      continue;
-    }
-    for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves;) {
-      segment g = segment_at(plan, msg, i);
-      const char *from = g.single ? direct_ptr(rr->ex, &plan->moves[i], true) : NULL;
-      if (!from) {
-        stream_moves(rr->ex, &g, rr->staging[half] + at, true);
-        from = rr->staging[half] + at;
-        at += ALIGN64(g.bytes);
-      }
-      RSI_TRY(tp->ops->send(tp, half, rr->me, msg->dst_rank, tag, from,
-                            (size_t)g.bytes, err));
-      i += g.n;
-    }
-  }
-  return RS_OK;
-}
-
-static rs_status finish_step(rank_run *rr, const step *s, int half) {
-  const rs_plan *plan = rr->ex->plan;
-  RSI_TRY(rsi_guard_wait((rs_plan *)plan, half, plan->ctx->err));
-  rr->ex->my_relay = rr->relay[s->round % 2];
-  for (int64_t a = 0; a < rr->narrivals[half]; a++) {
-    const arrival *in = &rr->arrivals[half][a];
-    if (in->data) stream_moves(rr->ex, &in->seg, (char *)in->data, false);
-  }
-  rr->narrivals[half] = 0;
-  return RS_OK;
-}
-
-/* Staging one step needs on this rank: every segment it sends or receives,
- * as if none could go direct. */
-static int64_t step_staging(const rs_plan *plan, const rsi_message *msg) {
-  int64_t bytes = 0;
-  for (int64_t i = msg->first_move; i < msg->first_move + msg->nmoves;) {
-    segment g = segment_at(plan, msg, i);
-    bytes += ALIGN64(g.bytes);
-    i += g.n;
-  }
-  return bytes;
-}
-
-static rs_status run_steps(rank_run *rr, const step *steps, int64_t nsteps) {
-  if (nsteps == 0) return RS_OK;
-  RSI_TRY(begin_step(rr, &steps[0], 0));
-  for (int64_t i = 0; i < nsteps; i++) {
-    /* Begin the next step early only when it reads nothing this one may
-     * still be writing: source shards, not bytes that are arriving. */
-    bool overlap = i + 1 < nsteps && steps[i + 1].stage == 0 &&
-                   !steps[i + 1].reads_dst;
-    if (overlap) RSI_TRY(begin_step(rr, &steps[i + 1], (int)((i + 1) % 2)));
-    RSI_TRY(finish_step(rr, &steps[i], (int)(i % 2)));
-    if (!overlap && i + 1 < nsteps)
-      RSI_TRY(begin_step(rr, &steps[i + 1], (int)((i + 1) % 2)));
-  }
-  return RS_OK;
-}
-
-static rs_status run_one_rank(exec_state *ex, rs_context *ctx,
-                              rsi_err *err) {
-  rsi_transport *tp = ctx->transport;
-  const rs_plan *plan = ex->plan;
-  int me = plan->ctx->rank;
-  int64_t n = 0;
-  for (int64_t i = 0; i < plan->nmsgs; i++)
-    n += plan->msgs[i].src_rank == me || plan->msgs[i].dst_rank == me;
-  int64_t *mine = malloc((size_t)(n ? n : 1) * sizeof *mine);
-  step *steps = malloc((size_t)(n ? n : 1) * sizeof *steps);
-  if (!mine || !steps) {
-    free(mine);
-    free(steps);
-    return RSI_NOMEM(err);
-  }
-  int64_t nsteps = 0, k = 0, staging = 0, used = 0;
-  for (int64_t i = 0; i < plan->nmsgs; i++) {
-    const rsi_message *m = &plan->msgs[i];
-    if (m->src_rank != me && m->dst_rank != me) continue;
-    step *last = nsteps ? &steps[nsteps - 1] : NULL;
-    if (!last || last->round != m->round || last->stage != m->stage) {
-      steps[nsteps++] = (step){m->round, m->stage, k, 0, false};
-      used = 0;
-    }
-    if (m->src_rank == me)
-      for (int64_t j = m->first_move; j < m->first_move + m->nmoves; j++)
-        if (plan->moves[j].src_kind != RSI_EP_SRC)
-          steps[nsteps - 1].reads_dst = true;
-    steps[nsteps - 1].n++;
-    mine[k++] = i;
-    if (m->src_rank != m->dst_rank) used += step_staging(plan, m);
-    if (used > staging) staging = used;
-  }
-  rank_run rr = {ex, tp, me, mine, {0}, {0}, {0}, {0}, {0}};
-  int64_t relay = plan->relay_bytes[me];
-  /* Staging belongs to the context: sends abandoned after a failure may
-   * still read it, so it lives until the context does. */
-  char *area = NULL;
-  rs_status st = rsi_context_scratch(ctx, 2 * (staging + relay) + 1, &area);
-  if (st == RS_OK) {
-    rr.staging[0] = area;
-    rr.staging[1] = area + staging;
-    rr.relay[0] = area + 2 * staging;
-    rr.relay[1] = area + 2 * staging + relay;
-    st = run_steps(&rr, steps, nsteps);
-  }
-  free(mine);
-  free(steps);
-  free(rr.arrivals[0]);
-  free(rr.arrivals[1]);
+/* The execution ends: how, and the context is free for the next. */
+static rs_status end_execution(rs_plan *plan, rs_status st) {
+  struct rsi_exec *x = plan->exec;
+  if (st != RS_OK && between_processes(plan))
+    rsi_guard_fail(plan, st);
+  else if (st != RS_OK && st != RS_ERR_NO_MEMORY) /* partly written */
+    rsi_context_fail(plan->ctx);
+  x->phase = PHASE_IDLE;
+  x->last = st;
+  plan->ctx->running = NULL;
   return st;
 }
 
-static int cmp_rank_index(const void *x, const void *y) {
-  const int64_t *a = x, *b = y;
-  if (a[0] != b[0]) return a[0] < b[0] ? -1 : 1;
-  return (a[1] > b[1]) - (a[1] < b[1]);
-}
-
-/* Where each relay slot lives in the in-process relay area, once: the
- * ranks that relay get their staging blocks one after another. */
-static rs_status relay_layout(rs_plan *plan, rsi_err *err) {
-  if (plan->relay_at) return RS_OK;
-  int64_t n = plan->nrelays;
-  int64_t *at = malloc((size_t)(n ? n : 1) * sizeof *at);
-  int64_t(*by_rank)[2] = malloc((size_t)(n ? n : 1) * sizeof *by_rank);
-  if (!at || !by_rank) {
-    free(at);
-    free(by_rank);
-    return RSI_NOMEM(err);
-  }
-  for (int64_t i = 0; i < n; i++) {
-    by_rank[i][0] = plan->relays[i].rank;
-    by_rank[i][1] = i;
-  }
-  qsort(by_rank, (size_t)n, sizeof *by_rank, cmp_rank_index);
-  int64_t total = 0, base = 0;
-  for (int64_t k = 0; k < n; k++) {
-    int rank = (int)by_rank[k][0];
-    if (k == 0 || by_rank[k - 1][0] != rank) {
-      base = total;
-      total += plan->relay_bytes[rank];
-    }
-    at[by_rank[k][1]] = base + plan->relays[by_rank[k][1]].staging_offset;
-  }
-  free(by_rank);
-  plan->relay_at = at;
-  plan->relay_total = total;
-  return RS_OK;
-}
-
-static rs_status execute_all_ranks(rs_plan *plan, rsi_err *err) {
+rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
   rs_context *ctx = plan->ctx;
-  RSI_TRY(relay_layout(plan, err));
-  int64_t slice = ctx->slice_bytes / 16 * 16;
-  exec_state ex = {plan, malloc((size_t)(plan->relay_total ? plan->relay_total : 1)), NULL};
-  char *stage_buf = malloc((size_t)slice);
-  rs_status st = ex.relay_area && stage_buf
-                     ? run_all_ranks(&ex, ctx->transport, slice, stage_buf, err)
-                     : RSI_NOMEM(err);
-  free(stage_buf);
-  free(ex.relay_area);
-  return st;
-}
-
-/* One rank of many processes: the guard's hello before the steps, its
- * last check after them; any failure past the agreement ends the context
- * and tells the peers. */
-static rs_status execute_one_rank(rs_plan *plan, rsi_err *err) {
-  rs_context *ctx = plan->ctx;
-  RSI_TRY(rsi_guard_begin(plan, err));
+  rsi_err *err = ctx->err;
+  if (ctx->running)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "an execution of %s plan is still in flight on this "
+                    "context: wait for it (rs_plan_wait) first",
+                    ctx->running == plan ? "this" : "another");
+  if (queue && ctx->engine->ops->memory == RSI_MEMORY_HOST)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "this context moves host memory and takes no queue: "
+                    "pass NULL");
+  RSI_TRY(rsi_context_usable(ctx));
+  RSI_TRY(check_bindings(plan, err));
+  if (!plan->exec) {
+    plan->exec = calloc(1, sizeof *plan->exec);
+    if (!plan->exec) return RSI_NOMEM(err);
+  }
+  struct rsi_exec *x = plan->exec;
+  if (between_processes(plan)) RSI_TRY(rsi_guard_prepare(plan, err));
+  rs_status st = RS_OK;
+  if (!x->driver) st = rsi_driver_create(plan, &x->driver, err);
+  if (st != RS_OK) { /* nothing was posted, but peers are waiting */
+    if (between_processes(plan)) rsi_guard_fail(plan, st);
+    return st;
+  }
   if (ctx->transport->ops->set_integrity)
     ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
-  exec_state ex = {plan, NULL, NULL};
-  rs_status st = run_one_rank(&ex, ctx, err);
-  if (st == RS_OK) return rsi_guard_end(plan, err);
-  rsi_guard_fail(plan, st);
+  ctx->running = plan;
+  x->queue = queue;
+  rsi_driver_begin(x->driver);
+  x->phase = PHASE_STEPS;
+  if (between_processes(plan)) {
+    x->phase = PHASE_HELLO;
+    st = rsi_guard_greet_start(plan, &x->greeting, false, err);
+  }
+  return st == RS_OK ? RS_OK : end_execution(plan, st);
+}
+
+/* Advance the execution in flight without waiting: *done once it ended
+ * (its status returned), *progress when anything moved. */
+static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
+  struct rsi_exec *x = plan->exec;
+  rsi_err *err = plan->ctx->err;
+  *done = false;
+  *progress = false;
+  rs_status st = RS_OK;
+  bool finished = false;
+  switch (x->phase) {
+    case PHASE_HELLO:
+      st = rsi_guard_greet_check(plan, &x->greeting, &finished, err);
+      if (st == RS_OK && finished) x->phase = PHASE_STEPS;
+      *progress = finished;
+      break;
+    case PHASE_STEPS:
+      st = rsi_driver_pass(plan, x->driver, x->queue, &finished, progress,
+                           err);
+      if (st != RS_OK || !finished) break;
+      *progress = true;
+      if (!between_processes(plan)) {
+        *done = true;
+        return end_execution(plan, RS_OK);
+      }
+      x->phase = PHASE_DONE;
+      st = rsi_guard_greet_start(plan, &x->greeting, true, err);
+      break;
+    case PHASE_DONE:
+      st = rsi_guard_greet_check(plan, &x->greeting, &finished, err);
+      if (st == RS_OK && finished) st = rsi_guard_last_look(plan, err);
+      if (st == RS_OK && finished) {
+        *done = true;
+        return end_execution(plan, RS_OK);
+      }
+      break;
+    default:
+      *done = true;
+      return x->last;
+  }
+  if (st == RS_OK && !*progress && !between_processes(plan) &&
+      x->phase == PHASE_STEPS)
+    st = RSI_FAIL(err, RS_ERR_INTERNAL,
+                  "an in-process execution stopped making progress");
+  if (st != RS_OK) {
+    *done = true;
+    return end_execution(plan, st);
+  }
+  return RS_OK;
+}
+
+rs_status rsi_plan_test(rs_plan *plan, int *done) {
+  *done = 1;
+  if (!plan->exec || plan->exec->phase == PHASE_IDLE)
+    return plan->exec ? plan->exec->last : RS_OK;
+  bool finished, progress;
+  rs_status st = step_once(plan, &finished, &progress);
+  *done = finished;
   return st;
+}
+
+rs_status rsi_plan_wait(rs_plan *plan) {
+  if (!plan->exec || plan->exec->phase == PHASE_IDLE)
+    return plan->exec ? plan->exec->last : RS_OK;
+  for (;;) {
+    bool finished, progress;
+    rs_status st = step_once(plan, &finished, &progress);
+    if (finished) {
+      if (st == RS_OK && plan->exec->queue) /* the bytes are on the queue */
+        st = plan->ctx->engine->ops->sync(plan->ctx->engine,
+                                          plan->exec->queue, plan->ctx->err);
+      return st;
+    }
+    if (!progress) rsi_pause();
+  }
 }
 
 rs_status rsi_plan_execute(rs_plan *plan) {
-  rs_context *ctx = plan->ctx;
-  rsi_err *err = ctx->err;
-  RSI_TRY(rsi_context_usable(ctx));
-  RSI_TRY(check_bindings(plan, err));
-  return ctx->rank == RS_ALL_RANKS ? execute_all_ranks(plan, err)
-                                   : execute_one_rank(plan, err);
+  RSI_TRY(rsi_plan_execute_async(plan, NULL));
+  return rsi_plan_wait(plan);
+}
+
+void rsi_context_abort(rs_context *ctx) {
+  atomic_store_explicit(&ctx->aborted, true, memory_order_release);
 }

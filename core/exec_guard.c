@@ -10,16 +10,19 @@
 #include <string.h>
 #include <time.h>
 
+#include <stdatomic.h>
+
 #include "hash.h"
+#include "status.h"
 #include "transport/transport.h"
 
-static int64_t now_ms(void) {
+int64_t rsi_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void pause_briefly(void) {
+void rsi_pause(void) {
   struct timespec ts = {0, 20000}; /* 20 us */
   nanosleep(&ts, NULL);
 }
@@ -57,7 +60,6 @@ enum { HELLO_WORDS = 6 };
 /* + fingerprint, serial, epoch, the rank that gave up first, its status,
  * the rank it was waiting for + 1 */
 enum { NOTICE_WORDS = 9 };
-enum { MAX_RECORD_WORDS = 9 };
 
 /* ---- peers --------------------------------------------------------------- */
 
@@ -131,12 +133,12 @@ static bool next_notice(rs_plan *plan, notice *n, rs_status *st,
                         rsi_err *err) {
   rsi_transport *tp = plan->ctx->transport;
   *st = RS_OK;
-  if (!tp->ops->poll_notice) return false;
+  if (!tp->control) return false;
   unsigned char buf[RSI_NOTICE_BYTES];
   uint64_t w[NOTICE_WORDS];
   int from;
   for (;;) {
-    if (!tp->ops->poll_notice(tp, &from, buf, sizeof buf)) return false;
+    if (!tp->control->poll_notice(tp, &from, buf, sizeof buf)) return false;
     from_wire(buf, NOTICE_WORDS, w);
     if (w[0] != NOTICE_MAGIC || !sealed(w, NOTICE_WORDS)) {
       *st = RSI_FAIL(err, RS_ERR_CORRUPT,
@@ -156,7 +158,7 @@ static bool next_notice(rs_plan *plan, notice *n, rs_status *st,
 static void send_notices(rs_plan *plan) {
   rs_context *ctx = plan->ctx;
   rsi_transport *tp = ctx->transport;
-  if (!tp->ops->notify || !plan->peers) return;
+  if (!tp->control || !plan->peers) return;
   uint64_t w[NOTICE_WORDS] = {NOTICE_MAGIC,
                               tp->nonce,
                               plan->fingerprint,
@@ -171,7 +173,7 @@ static void send_notices(rs_plan *plan) {
   to_wire(w, NOTICE_WORDS, buf);
   rsi_err ignored; /* best effort: the peer may be gone */
   for (int i = 0; i < plan->npeers; i++)
-    tp->ops->notify(tp, plan->peers[i], buf, sizeof buf, &ignored);
+    tp->control->notify(tp, plan->peers[i], buf, sizeof buf, &ignored);
 }
 
 /* This rank gives up for its own reason. */
@@ -205,14 +207,14 @@ static int64_t grace_ms(const rs_context *ctx) {
  * timeout is final. */
 static void settle(rs_plan *plan, int blamed) {
   rs_context *ctx = plan->ctx;
-  int64_t until = now_ms() + grace_ms(ctx);
-  while (now_ms() < until && ctx->cause_status == RS_ERR_TIMEOUT) {
+  int64_t until = rsi_now_ms() + grace_ms(ctx);
+  while (rsi_now_ms() < until && ctx->cause_status == RS_ERR_TIMEOUT) {
     notice n;
     rs_status st;
     rsi_err ignored;
     bool got = next_notice(plan, &n, &st, &ignored);
     if (got && n.from == blamed && adopt(ctx, &n)) send_notices(plan);
-    if (!got) pause_briefly();
+    if (!got) rsi_pause();
   }
 }
 
@@ -232,33 +234,38 @@ static rs_status report(rs_plan *plan, const notice *via, rsi_err *err) {
                   "rank %d: rank %d gave up (%s%s)%s, so this execution "
                   "cannot complete; the context is done: destroy it",
                   ctx->rank, ctx->cause_rank,
-                  rs_status_name(ctx->cause_status), waited, passed);
+                  rsi_status_name(ctx->cause_status), waited, passed);
 }
 
-/* The first operation of a group still pending: its peer (-1: none). */
-static int late_peer(rs_plan *plan, int group, bool *is_recv, size_t *bytes) {
+/* The first operation still pending in a step group of rank `me`, or on
+ * the control channel (group RSI_CONTROL): its peer (-1: none). */
+static int late_peer(rs_plan *plan, int me, int group, bool *is_recv,
+                     size_t *bytes) {
   rsi_transport *tp = plan->ctx->transport;
   int peer = -1;
   *is_recv = true;
   *bytes = 0;
-  if (group < 0 || !tp->ops->pending ||
-      !tp->ops->pending(tp, group, &peer, is_recv, bytes))
-    return -1;
-  return peer;
+  bool found = false;
+  if (group == RSI_CONTROL)
+    found = tp->control && tp->control->pending(tp, &peer, is_recv, bytes);
+  else if (group >= 0)
+    found = tp->ops->pending && tp->ops->pending(tp, me, group, &peer,
+                                                  is_recv, bytes);
+  return found ? peer : -1;
 }
 
 /* A notice arrived while this rank waited for `group` (-1: none): give up
  * with its cause, settled first when it is a timeout. A notice that blames
  * this rank (its sender waited for us) says nothing of who is silent: then
  * the rank we wait for ourselves is the lead to follow. */
-static rs_status heard(rs_plan *plan, int group, const notice *n,
+static rs_status heard(rs_plan *plan, int me, int group, const notice *n,
                        rsi_err *err) {
   rs_context *ctx = plan->ctx;
   int lead = n->from;
   if (!adopt(ctx, n)) {
     bool is_recv;
     size_t bytes;
-    lead = late_peer(plan, group, &is_recv, &bytes);
+    lead = late_peer(plan, me, group, &is_recv, &bytes);
     blame_self(ctx, RS_ERR_TIMEOUT, lead);
   }
   send_notices(plan);
@@ -267,11 +274,11 @@ static rs_status heard(rs_plan *plan, int group, const notice *n,
 }
 
 /* Our own timeout waiting for a group. */
-static rs_status timed_out(rs_plan *plan, int group, rsi_err *err) {
+static rs_status timed_out(rs_plan *plan, int me, int group, rsi_err *err) {
   rs_context *ctx = plan->ctx;
   bool is_recv;
   size_t bytes;
-  int peer = late_peer(plan, group, &is_recv, &bytes);
+  int peer = late_peer(plan, me, group, &is_recv, &bytes);
   blame_self(ctx, RS_ERR_TIMEOUT, peer);
   send_notices(plan);
   if (peer >= 0) settle(plan, peer);
@@ -288,90 +295,168 @@ static rs_status timed_out(rs_plan *plan, int group, rsi_err *err) {
                   is_recv ? "a receive" : "a send", bytes);
 }
 
-/* RS_OK, or the failure a notice that arrived brings (while waiting for
- * `group`, or -1). */
-static rs_status check_notices(rs_plan *plan, int group, rsi_err *err) {
+/* RS_OK, or the failure a notice that arrived brings (while rank `me`
+ * waited for `group`, or RSI_NO_GROUP). */
+static rs_status check_notices(rs_plan *plan, int me, int group,
+                               rsi_err *err) {
   notice n;
   rs_status st;
-  if (next_notice(plan, &n, &st, err)) return heard(plan, group, &n, err);
+  if (next_notice(plan, &n, &st, err))
+    return heard(plan, me, group, &n, err);
   return st;
 }
 
-rs_status rsi_guard_wait(rs_plan *plan, int group, rsi_err *err) {
+static rs_status check_abort(rs_context *ctx, rsi_err *err) {
+  if (!atomic_load_explicit(&ctx->aborted, memory_order_acquire))
+    return RS_OK;
+  blame_self(ctx, RS_ERR_TRANSPORT, -1);
+  return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                  "the context was aborted (rs_context_abort); destroy it");
+}
+
+rs_status rsi_guard_check(rs_plan *plan, int me, int group, int64_t since,
+                          bool *done, rsi_err *err) {
   rs_context *ctx = plan->ctx;
   rsi_transport *tp = ctx->transport;
-  int64_t deadline = now_ms() + ctx->timeout_ms;
+  *done = false;
+  if (group == RSI_CONTROL)
+    RSI_TRY(tp->control->test(tp, done, err));
+  else
+    RSI_TRY(tp->ops->test(tp, me, group, done, err));
+  if (*done) return RS_OK;
+  RSI_TRY(check_abort(ctx, err));
+  /* In process nobody can be late: the ranks take turns in this call. */
+  if (ctx->rank == RS_ALL_RANKS) return RS_OK;
+  RSI_TRY(check_notices(plan, me, group, err));
+  if (rsi_now_ms() - since < ctx->timeout_ms) return RS_OK;
+  /* The deadline passed: one more look, then give up. */
+  if (group == RSI_CONTROL)
+    RSI_TRY(tp->control->test(tp, done, err));
+  else
+    RSI_TRY(tp->ops->test(tp, me, group, done, err));
+  return *done ? RS_OK : timed_out(plan, me, group, err);
+}
+
+rs_status rsi_guard_wait(rs_plan *plan, int me, int group, rsi_err *err) {
+  int64_t since = rsi_now_ms();
   for (;;) {
     bool done = false;
-    RSI_TRY(tp->ops->test(tp, group, &done, err));
+    RSI_TRY(rsi_guard_check(plan, me, group, since, &done, err));
     if (done) return RS_OK;
-    RSI_TRY(check_notices(plan, group, err));
-    if (now_ms() >= deadline) return timed_out(plan, group, err);
-    pause_briefly();
+    rsi_pause();
   }
 }
 
 /* ---- exchanging records ------------------------------------------------- */
 
-/* Send record `mine` (`words` words, sealed here) to each of `ranks` and
- * receive theirs into theirs[i * words ...]. A record of another context
- * (a leftover its engine delivered here) is dropped and received again. */
-static rs_status exchange(rs_plan *plan, const int *ranks, int n, uint64_t tag,
-                          uint64_t *mine, int words, uint64_t *theirs,
-                          rsi_err *err) {
-  rs_context *ctx = plan->ctx;
-  rsi_transport *tp = ctx->transport;
+static const char *record_name(uint64_t tag) {
+  return tag == RSI_TAG_AGREE   ? "fingerprint"
+         : tag == RSI_TAG_HELLO ? "hello"
+                                : "done";
+}
+
+void rsi_exchange_free(rsi_exchange *x) {
+  free(x->in);
+  free(x->open);
+  free(x->theirs);
+  memset(x, 0, sizeof *x);
+}
+
+/* Post the receive of rank slot i's record. */
+static rs_status post_receive(rs_plan *plan, rsi_exchange *x, int i,
+                              rsi_err *err) {
+  rsi_transport *tp = plan->ctx->transport;
+  size_t bytes = (size_t)x->words * 8;
+  x->open[i] = true;
+  return tp->control->recv(tp, x->ranks[i], x->tag, x->in + (size_t)i * bytes,
+                           bytes, err);
+}
+
+/* Send record `mine` (words[2..] filled; magic in words[0]) to each of
+ * `ranks` and post the receives of theirs. Non-blocking. */
+static rs_status exchange_start(rs_plan *plan, rsi_exchange *x,
+                                const int *ranks, int n, uint64_t tag,
+                                const uint64_t *mine, int words,
+                                rsi_err *err) {
+  rsi_transport *tp = plan->ctx->transport;
+  rsi_exchange_free(x);
   size_t bytes = (size_t)words * 8;
-  unsigned char out[MAX_RECORD_WORDS * 8];
-  unsigned char *in = malloc((size_t)(n ? n : 1) * bytes);
-  bool *open = calloc((size_t)(n ? n : 1), sizeof *open);
-  if (!in || !open) {
-    free(in);
-    free(open);
+  x->in = malloc((size_t)(n ? n : 1) * bytes);
+  x->open = calloc((size_t)(n ? n : 1), sizeof *x->open);
+  x->theirs = malloc((size_t)(n ? n : 1) * (size_t)words * sizeof *x->theirs);
+  if (!x->in || !x->open || !x->theirs) {
+    rsi_exchange_free(x);
     return RSI_NOMEM(err);
   }
-  mine[1] = tp->nonce;
-  seal(mine, words);
-  to_wire(mine, words, out);
-  rs_status st = RS_OK;
-  const void *data;
-  for (int i = 0; i < n && st == RS_OK; i++) {
-    open[i] = true;
-    st = tp->ops->recv(tp, RSI_GROUP_CONTROL, ctx->rank, ranks[i], tag,
-                       in + (size_t)i * bytes, bytes, &data, err);
-    if (st == RS_OK)
-      st = tp->ops->send(tp, RSI_GROUP_CONTROL, ctx->rank, ranks[i], tag, out,
-                         bytes, err);
+  x->tag = tag;
+  x->words = words;
+  x->n = n;
+  x->ranks = ranks;
+  memcpy(x->mine, mine, (size_t)words * sizeof *mine);
+  x->mine[1] = tp->nonce;
+  seal(x->mine, words);
+  to_wire(x->mine, words, x->out);
+  x->since = rsi_now_ms();
+  x->active = true;
+  for (int i = 0; i < n; i++) {
+    RSI_TRY(post_receive(plan, x, i, err));
+    RSI_TRY(tp->control->send(tp, ranks[i], tag, x->out, bytes, err));
   }
-  for (bool again = true; again && st == RS_OK;) {
-    again = false;
-    st = rsi_guard_wait(plan, RSI_GROUP_CONTROL, err);
-    for (int i = 0; i < n && st == RS_OK; i++) {
-      if (!open[i]) continue;
-      uint64_t *w = theirs + (size_t)i * (size_t)words;
-      from_wire(in + (size_t)i * bytes, words, w);
-      if (w[0] != mine[0] || !sealed(w, words)) {
-        ctx->culprit = ranks[i];
-        st = RSI_FAIL(err, RS_ERR_CORRUPT,
+  return RS_OK;
+}
+
+/* One look at an exchange: *done once every record arrived and passed its
+ * checksum. A record of another context (a leftover its engine delivered
+ * here) is dropped and received again. */
+static rs_status exchange_check(rs_plan *plan, rsi_exchange *x, bool *done,
+                                rsi_err *err) {
+  rs_context *ctx = plan->ctx;
+  rsi_transport *tp = ctx->transport;
+  bool arrived = false;
+  *done = false;
+  RSI_TRY(rsi_guard_check(plan, ctx->rank, RSI_CONTROL, x->since, &arrived,
+                          err));
+  if (!arrived) return RS_OK;
+  size_t bytes = (size_t)x->words * 8;
+  bool again = false;
+  for (int i = 0; i < x->n; i++) {
+    if (!x->open[i]) continue;
+    uint64_t *w = x->theirs + (size_t)i * (size_t)x->words;
+    from_wire(x->in + (size_t)i * bytes, x->words, w);
+    if (w[0] != x->mine[0] || !sealed(w, x->words)) {
+      ctx->culprit = x->ranks[i];
+      return RSI_FAIL(err, RS_ERR_CORRUPT,
                       "rank %d: the %s record from rank %d failed its "
                       "checksum",
-                      ctx->rank,
-                      tag == RSI_TAG_AGREE   ? "fingerprint"
-                      : tag == RSI_TAG_HELLO ? "hello"
-                                             : "done",
-                      ranks[i]);
-      } else if (w[1] != tp->nonce) { /* another context's: receive again */
-        again = true;
-        st = tp->ops->recv(tp, RSI_GROUP_CONTROL, ctx->rank, ranks[i], tag,
-                           in + (size_t)i * bytes, bytes, &data, err);
-      } else {
-        open[i] = false;
-      }
+                      ctx->rank, record_name(x->tag), x->ranks[i]);
+    }
+    if (w[1] != tp->nonce) { /* another context's: receive again */
+      again = true;
+      RSI_TRY(post_receive(plan, x, i, err));
+    } else {
+      x->open[i] = false;
     }
   }
-  free(in);
-  free(open);
-  return st;
+  if (again) {
+    x->since = rsi_now_ms();
+    return RS_OK;
+  }
+  x->active = false;
+  *done = true;
+  return RS_OK;
+}
+
+/* Blocking: start, then look until done. */
+static rs_status exchange(rs_plan *plan, rsi_exchange *x, const int *ranks,
+                          int n, uint64_t tag, const uint64_t *mine,
+                          int words, rsi_err *err) {
+  RSI_TRY(exchange_start(plan, x, ranks, n, tag, mine, words, err));
+  for (;;) {
+    bool done = false;
+    RSI_TRY(exchange_check(plan, x, &done, err));
+    if (done) return RS_OK;
+    rsi_pause();
+  }
 }
 
 /* ---- the agreement ------------------------------------------------------- */
@@ -389,29 +474,23 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
   rs_context *ctx = plan->ctx;
   int me = ctx->rank, world = ctx->world_size;
   int *others = calloc((size_t)world, sizeof *others);
-  uint64_t *all = malloc((size_t)world * AGREE_WORDS * sizeof *all);
-  if (!others || !all) {
-    free(others);
-    free(all);
-    return RSI_NOMEM(err);
-  }
+  if (!others) return RSI_NOMEM(err);
   int n = 0;
   for (int r = 0; r < world; r++)
     if (r != me) others[n++] = r;
   uint64_t mine[AGREE_WORDS] = {AGREE_MAGIC};
   memcpy(mine + 2, plan->section_hash, sizeof plan->section_hash);
   mine[2 + AGREE_SECTIONS] = ctx->agreements;
-  rs_status st = exchange(plan, others, n, RSI_TAG_AGREE, mine, AGREE_WORDS,
-                          all + AGREE_WORDS, err);
-  /* Rank r's record goes to all[r]: those below me move down one place
-   * (ascending, so nothing is overwritten before it moved). */
-  for (int i = 0; st == RS_OK && i < me; i++)
-    memmove(all + (size_t)i * AGREE_WORDS, all + (size_t)(i + 1) * AGREE_WORDS,
-            AGREE_WORDS * sizeof *all);
-  if (st == RS_OK) memcpy(all + (size_t)me * AGREE_WORDS, mine, sizeof mine);
-  const uint64_t *first = all;
+  rsi_exchange x = {0};
+  rs_status st = exchange(plan, &x, others, n, RSI_TAG_AGREE, mine,
+                          AGREE_WORDS, err);
+  /* Every rank's record beside rank 0's; others[i] is i below me, i + 1
+   * above, so rank r's record is theirs[r] or theirs[r - 1]. Every rank
+   * walks the ranks in order and so names the same one. */
+  const uint64_t *first = me == 0 ? x.mine : x.theirs;
   for (int r = 1; r < world && st == RS_OK; r++) {
-    const uint64_t *w = all + (size_t)r * AGREE_WORDS;
+    const uint64_t *w =
+        r == me ? x.mine : x.theirs + (size_t)(r < me ? r : r - 1) * AGREE_WORDS;
     for (int k = 0; k < AGREE_SECTIONS && st == RS_OK; k++)
       if (w[2 + k] != first[2 + k])
         st = RSI_FAIL(err, RS_ERR_MISMATCH,
@@ -426,8 +505,8 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
                     r, (unsigned long long)w[2 + AGREE_SECTIONS],
                     (unsigned long long)first[2 + AGREE_SECTIONS]);
   }
+  rsi_exchange_free(&x);
   free(others);
-  free(all);
   if (st != RS_OK) return st;
   plan->serial = ++ctx->agreements;
   plan->agreed = true;
@@ -436,39 +515,42 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
 
 /* ---- the hello and the done record ---------------------------------------- */
 
-/* Exchange (plan, serial, epoch) with every peer of the plan: before the
- * data (hello, RSI_TAG_HELLO) and after it (done, RSI_TAG_DONE). */
-static rs_status greet(rs_plan *plan, uint64_t magic, uint64_t tag,
-                       rsi_err *err) {
+rs_status rsi_guard_greet_start(rs_plan *plan, rsi_exchange *x, bool done,
+                                rsi_err *err) {
+  uint64_t mine[HELLO_WORDS] = {done ? DONE_MAGIC : HELLO_MAGIC, 0,
+                                plan->fingerprint, plan->serial, plan->epoch};
+  return exchange_start(plan, x, plan->peers, plan->npeers,
+                        done ? RSI_TAG_DONE : RSI_TAG_HELLO, mine, HELLO_WORDS,
+                        err);
+}
+
+rs_status rsi_guard_greet_check(rs_plan *plan, rsi_exchange *x, bool *done,
+                                rsi_err *err) {
   rs_context *ctx = plan->ctx;
-  uint64_t mine[HELLO_WORDS] = {magic, 0, plan->fingerprint, plan->serial,
-                                plan->epoch};
-  uint64_t *in = malloc((size_t)(plan->npeers ? plan->npeers : 1) *
-                        HELLO_WORDS * sizeof *in);
-  if (!in) return RSI_NOMEM(err);
-  rs_status st = exchange(plan, plan->peers, plan->npeers, tag, mine,
-                          HELLO_WORDS, in, err);
-  for (int i = 0; i < plan->npeers && st == RS_OK; i++) {
-    const uint64_t *w = in + (size_t)i * HELLO_WORDS;
+  RSI_TRY(exchange_check(plan, x, done, err));
+  if (!*done) return RS_OK;
+  const uint64_t *mine = x->mine;
+  for (int i = 0; i < x->n; i++) {
+    const uint64_t *w = x->theirs + (size_t)i * HELLO_WORDS;
     if (w[2] == mine[2] && w[3] == mine[3] && w[4] == mine[4]) continue;
-    ctx->culprit = plan->peers[i];
-    st = RSI_FAIL(err, RS_ERR_MISMATCH,
-                  "rank %d runs execution %llu of plan %016llx (plan %llu "
-                  "agreed on this context) while rank %d runs execution "
-                  "%llu of plan %016llx (plan %llu): every rank must execute "
-                  "the same plans in the same order",
-                  plan->peers[i], (unsigned long long)w[4],
-                  (unsigned long long)w[2], (unsigned long long)w[3],
-                  ctx->rank, (unsigned long long)mine[4],
-                  (unsigned long long)mine[2], (unsigned long long)mine[3]);
+    ctx->culprit = x->ranks[i];
+    *done = false;
+    return RSI_FAIL(err, RS_ERR_MISMATCH,
+                    "rank %d runs execution %llu of plan %016llx (plan %llu "
+                    "agreed on this context) while rank %d runs execution "
+                    "%llu of plan %016llx (plan %llu): every rank must "
+                    "execute the same plans in the same order",
+                    x->ranks[i], (unsigned long long)w[4],
+                    (unsigned long long)w[2], (unsigned long long)w[3],
+                    ctx->rank, (unsigned long long)mine[4],
+                    (unsigned long long)mine[2], (unsigned long long)mine[3]);
   }
-  free(in);
-  return st;
+  return RS_OK;
 }
 
 /* ---- the phases ---------------------------------------------------------- */
 
-rs_status rsi_guard_begin(rs_plan *plan, rsi_err *err) {
+rs_status rsi_guard_prepare(rs_plan *plan, rsi_err *err) {
   rs_context *ctx = plan->ctx;
   ctx->culprit = ctx->cause_rank = -1;
   RSI_TRY(find_peers(plan, err));
@@ -479,19 +561,14 @@ rs_status rsi_guard_begin(rs_plan *plan, rsi_err *err) {
   }
   if (st == RS_OK) {
     plan->epoch++;
-    st = check_notices(plan, -1, err);
+    st = check_notices(plan, ctx->rank, RSI_NO_GROUP, err);
   }
-  if (st == RS_OK) st = greet(plan, HELLO_MAGIC, RSI_TAG_HELLO, err);
   if (st != RS_OK) rsi_guard_fail(plan, st);
   return st;
 }
 
-rs_status rsi_guard_end(rs_plan *plan, rsi_err *err) {
-  rs_status st = check_notices(plan, -1, err);
-  if (st == RS_OK) st = greet(plan, DONE_MAGIC, RSI_TAG_DONE, err);
-  if (st == RS_OK) st = check_notices(plan, -1, err);
-  if (st != RS_OK) rsi_guard_fail(plan, st);
-  return st;
+rs_status rsi_guard_last_look(rs_plan *plan, rsi_err *err) {
+  return check_notices(plan, plan->ctx->rank, RSI_NO_GROUP, err);
 }
 
 void rsi_guard_fail(rs_plan *plan, rs_status status) {

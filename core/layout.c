@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "box.h"
+#include "dtype.h"
 #include "grow.h"
 #include "utf8.h"
 
@@ -140,7 +141,7 @@ rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
                                 const int64_t *shape) {
   rsi_err *err = layout->ctx->err;
   RSI_TRY(check_name(name, err));
-  size_t esize = rs_dtype_size(dtype);
+  size_t esize = rsi_dtype_size(dtype);
   if (!esize)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "tensor '%s': unknown dtype %d", name, (int)dtype);

@@ -12,7 +12,7 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   rs_context *ctx = l->ctx;
   rsi_err *err = ctx->err;
   rsi_transport *tp = ctx->transport;
-  if (ctx->rank == RS_ALL_RANKS || !tp || !tp->ops->allgatherv)
+  if (ctx->rank == RS_ALL_RANKS || !tp || !tp->control)
     return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
                     "rs_layout_allgather needs a context with one rank per "
                     "process (MPI); this one drives every rank itself");
@@ -31,7 +31,7 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   size_t *counts = malloc((size_t)ctx->world_size * sizeof *counts);
   rs_status st = counts ? RS_OK : RSI_NOMEM(err);
   if (st == RS_OK)
-    st = tp->ops->allgatherv(tp, mine, len, &all, counts, ctx->timeout_ms, err);
+    st = tp->control->allgatherv(tp, mine, len, &all, counts, ctx->timeout_ms, err);
   if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) rsi_context_fail(ctx);
   free(mine);
   if (st == RS_OK)

@@ -151,6 +151,10 @@ static rs_status run_iter_init(run_iter *it, rsi_pool *pool, const rs_layout *l,
 }
 
 static void run_iter_next(run_iter *it, int64_t *v) {
+  if (it->n == 0) { /* one run: the pool may hold nothing at all */
+    it->done = true;
+    return;
+  }
   int64_t *ext = v + it->at, *stride = ext + it->n, *idx = stride + it->n;
   for (int i = it->n - 1; i >= 0; i--) {
     if (++idx[i] < ext[i]) {

@@ -30,7 +30,9 @@
 #include <string.h>
 
 #include "box.h"
+#include "exec.h"
 #include "box_tree.h"
+#include "dtype.h"
 #include "grow.h"
 #include "hash.h"
 
@@ -544,7 +546,11 @@ static rs_status deliver_bounded(planner *p, const int64_t *off,
                                  int domain, int64_t nneed) {
   int64_t vol;
   rsi_box_volume(p->ndim, ext, &vol);
-  int64_t limit = p->plan->round_capacity / (nneed + 1);
+  /* One unit must fit an empty round: the sender, the first receiver (and
+   * its relay slot) and the forwards to the other needers each charge the
+   * piece 64-aligned (plan_rounds.c). */
+  int64_t limit = p->plan->round_capacity / (nneed + 2) / 64 * 64;
+  if (limit < 64) limit = 64;
   if (vol * p->esize <= limit) return deliver(p, off, ext, g, domain, nneed);
 
   int64_t inner = p->esize; /* bytes of one index step in dim d */
@@ -1068,8 +1074,8 @@ static rs_status check_compatible(const rs_layout *src, const rs_layout *dst,
       return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
                       "tensor '%s' is %s in the source and %s in the "
                       "destination: a dtype change is not supported",
-                      a->name, rs_dtype_name(a->dtype),
-                      rs_dtype_name(b->dtype));
+                      a->name, rsi_dtype_name(a->dtype),
+                      rsi_dtype_name(b->dtype));
   }
   for (int u = 0; u < dst->ntensors; u++)
     if (rsi_layout_find(src, dst->tensors[u].name) < 0)
@@ -1157,7 +1163,7 @@ void rsi_plan_destroy(rs_plan *plan) {
   free(plan->msgs);
   free(plan->relay_bytes);
   free(plan->peers);
-  free(plan->relay_at);
+  rsi_exec_release(plan);
   free(plan->stats);
   free(plan->domain_of);
   rsi_context_unref(plan->ctx);

@@ -54,6 +54,7 @@ typedef struct rsi_side {
     int64_t need; /* 0: no shard uses it */
     void *ptr;
     size_t bytes;
+    int device; /* CUDA device of device memory, else -1 */
   } * buffers;
 } rsi_side;
 
@@ -88,11 +89,9 @@ struct rs_plan {
    * ascending; found at the first execution. */
   int *peers;
   int npeers;
-  /* Offset of each relay slot in the in-process executor's relay area
-   * (nrelays entries), and the area's size; found at the first in-process
-   * execution, in time that grows with the relays, not the world. */
-  int64_t *relay_at;
-  int64_t relay_total;
+  /* What executions keep (exec.c): the driver, its staging, the state of
+   * the execution in flight. NULL before the first. */
+  struct rsi_exec *exec;
 };
 
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "plan.h"
 #include "utf8.h"
+#include "version.h"
 
 typedef struct sbuf {
   char *s;
@@ -88,7 +90,7 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
                            rsi_err *err) {
   sbuf b = {malloc(4096), 0, 4096, false};
   if (!b.s) return RSI_NOMEM(err);
-  put(&b, "{\"version\":\"%s\",\"fingerprint\":\"%016llx\",", rs_version_string(),
+  put(&b, "{\"version\":\"%s\",\"fingerprint\":\"%016llx\",", rsi_version_string(),
       (unsigned long long)plan->fingerprint);
   put(&b, "\"world_size\":%d,\"rounds\":%d,\"staging_bytes\":%lld,",
       plan->world_size, plan->nrounds, (long long)plan->staging_bytes);
@@ -97,7 +99,7 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
     const rsi_tensor *x = &plan->tensors[t];
     put(&b, "%s{\"name\":", t ? "," : "");
     put_string(&b, x->name);
-    put(&b, ",\"dtype\":\"%s\",\"shape\":", rs_dtype_name(x->dtype));
+    put(&b, ",\"dtype\":\"%s\",\"shape\":", rsi_dtype_name(x->dtype));
     put_ints(&b, x->shape, x->ndim);
     put(&b, "}");
   }

@@ -4,15 +4,17 @@
  * are taken in waves, not in plan order: wave w holds the bytes each sender
  * sends between w and w+1 round capacities, so every round mixes senders
  * (of all pipeline stages, say) instead of draining one tensor at a time. A
- * rank's staging per round is limited: a rank's staging per round (bytes it packs to send, bytes it
- * receives, relay slots it holds) stays within round_capacity, which is half
- * the staging setting so that an executor may keep two rounds in flight.
+ * rank's staging per round (bytes it packs to send, bytes it receives,
+ * relay slots it holds, each 64-aligned) stays within round_capacity, half
+ * the staging setting: the executor keeps two steps in flight, each in a
+ * half of its own (staging.h), and so allocates at most the setting.
  * Pieces were already cut so that one unit fits an empty round. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
+#include "staging.h"
 
 typedef struct move_key {
   uint64_t hi, lo;
@@ -56,8 +58,10 @@ static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
     rr[rank].cost = 0;
     touched[(*nt)++] = rank;
   }
-  rr[rank].cost += bytes;
-  /* a relay slot holds the bytes beside the staging they arrive in */
+  /* charged as staging.h lays it out: 64-aligned at both ends, and again
+   * for a relay slot, which holds the bytes beside the staging they
+   * arrive in */
+  rr[rank].cost += ALIGN(bytes, 64);
   if (relay) rr[rank].cost += ALIGN(bytes, 64);
 }
 
@@ -170,8 +174,6 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
       rank_round *q = &rr[rank];
       advance(q, r);
       q->used[r % WINDOW] += q->cost;
-      if (q->used[r % WINDOW] > plan->stats[rank].staging)
-        plan->stats[rank].staging = q->used[r % WINDOW];
       q->touched = false;
     }
     for (int64_t i = begin; i < end; i++) {
@@ -269,6 +271,17 @@ static void count_stats(rs_plan *plan) {
   }
 }
 
+/* What each rank's executor will allocate: two staging halves. */
+static rs_status count_staging(rs_plan *plan, rsi_err *err) {
+  int64_t *half = malloc((size_t)plan->world_size * sizeof *half);
+  if (!half) return RSI_NOMEM(err);
+  rs_status st = rsi_staging_halves(plan, half, err);
+  for (int r = 0; st == RS_OK && r < plan->world_size; r++)
+    plan->stats[r].staging = 2 * half[r];
+  free(half);
+  return st;
+}
+
 rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
                             const int64_t *unit_after,
                             const int32_t *unit_depth, int64_t nunits,
@@ -276,5 +289,5 @@ rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
   RSI_TRY(assign_rounds(plan, unit_end, unit_after, unit_depth, nunits, err));
   RSI_TRY(make_messages(plan, err));
   count_stats(plan);
-  return RS_OK;
+  return count_staging(plan, err);
 }

@@ -14,6 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Array literals for calls that take shapes, offsets, ranks. */
+#ifndef I64
+#define I64(...) ((const int64_t[]){__VA_ARGS__})
+#endif
+#ifndef INTS
+#define INTS(...) ((const int[]){__VA_ARGS__})
+#endif
+
 #define RT_POISON 0xA5u
 
 /* splitmix64 finaliser: a good cheap 64-bit mix. */

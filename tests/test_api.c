@@ -23,7 +23,7 @@ Test(version, number_encoding) {
   cr_assert_eq(RS_VERSION_NUMBER, RS_VERSION_MAJOR * 10000 +
                                       RS_VERSION_MINOR * 100 +
                                       RS_VERSION_PATCH);
-  cr_assert_eq(RS_VERSION_NUMBER, 100, "0.1.0 encodes as 100");
+  cr_assert_eq(RS_VERSION_NUMBER, 200, "0.2.0 encodes as 200");
   cr_assert_eq(rs_version_number(), rs_version_major() * 10000 +
                                         rs_version_minor() * 100 +
                                         rs_version_patch());
@@ -59,6 +59,7 @@ static const struct {
     {RS_ERR_BUFFER_TOO_SMALL, "RS_ERR_BUFFER_TOO_SMALL"},
     {RS_ERR_BAD_PARAM, "RS_ERR_BAD_PARAM"},
     {RS_ERR_WRONG_CONTEXT, "RS_ERR_WRONG_CONTEXT"},
+    {RS_ERR_WRONG_MEMORY, "RS_ERR_WRONG_MEMORY"},
     {RS_ERR_INCOMPATIBLE, "RS_ERR_INCOMPATIBLE"},
     {RS_ERR_NOT_COVERED, "RS_ERR_NOT_COVERED"},
     {RS_ERR_UNSUPPORTED, "RS_ERR_UNSUPPORTED"},
@@ -75,6 +76,7 @@ Test(status, pinned_values) {
   cr_assert_eq(RS_OK, 0);
   cr_assert_eq(RS_ERR_INVALID_ARGUMENT, 100);
   cr_assert_eq(RS_ERR_WRONG_CONTEXT, 113);
+  cr_assert_eq(RS_ERR_WRONG_MEMORY, 114);
   cr_assert_eq(RS_ERR_INCOMPATIBLE, 200);
   cr_assert_eq(RS_ERR_NOT_COVERED, 201);
   cr_assert_eq(RS_ERR_UNSUPPORTED, 300);
@@ -97,7 +99,7 @@ Test(status, every_value_has_name_and_text) {
 }
 
 Test(status, garbage_values) {
-  const int garbage[] = {-1, 1, 99, 114, 150, 199, 202, 299, 301, 401, 504,
+  const int garbage[] = {-1, 1, 99, 115, 150, 199, 202, 299, 301, 401, 504,
                          899, 901, 1000, 65536, -2147483647 - 1, 2147483647};
   for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
     rs_status st = (rs_status)garbage[i];

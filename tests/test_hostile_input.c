@@ -376,6 +376,7 @@ Test(refused, bad_name_after_new_tensors) {
   rw_buf b;
   encode_fresh_then(&b, 200, "fresh.\xff", 4, 0);
   refuse(&b, RS_ERR_INVALID_ARGUMENT, "fresh.0");
+  rw_free(&b);
   encode_fresh_then(&b, 3, "fresh.\x01", 4, 0);
   refuse(&b, RS_ERR_INVALID_ARGUMENT, "fresh.2");
   rw_free(&b);

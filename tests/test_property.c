@@ -25,6 +25,8 @@
 #include <reshard/reshard.h>
 
 #include "rt_harness.h"
+
+#include "exec.h" /* rsi_exec_staging: what the executor allocated */
 #include "rt_util.h"
 
 #include <inttypes.h>
@@ -199,6 +201,7 @@ static const int64_t size_cap_large[7] = {0, 60000, 250, 40, 16, 9, 6};
 /* Totals over a part, logged so a reader can see the cases are not empty. */
 static struct {
   int64_t cases, src_shards, dst_shards, dst_elems, moves, inter_bytes;
+  int64_t staging_checked; /* ranks whose real staging was checked */
 } totals;
 
 static void run_case(uint64_t seed, int index, bool large) {
@@ -257,6 +260,19 @@ static void run_case(uint64_t seed, int index, bool large) {
   rh_check_destinations(&h);
   rh_check_sources_intact(&h);
   rh_check_stats(&h, staging);
+  /* What the executor really allocated is what the plan said, and within
+   * the setting. */
+  for (int rank = 0; rank < world; rank++) {
+    int64_t got = rsi_exec_staging(h.plan, rank);
+    if (got < 0) continue;
+    int64_t said = rh_stat(&h, rank, RS_STAT_STAGING_BYTES);
+    cr_assert_eq(got, said, "%s: rank %d allocated %lld bytes of staging, "
+                 "the plan says %lld", where, rank, (long long)got,
+                 (long long)said);
+    cr_assert_leq(got, staging, "%s: rank %d allocated %lld > setting %lld",
+                  where, rank, (long long)got, (long long)staging);
+    totals.staging_checked++;
+  }
   totals.cases++;
   totals.src_shards += h.nsh[RS_SIDE_SRC];
   totals.dst_shards += h.nsh[RS_SIDE_DST];
@@ -302,10 +318,13 @@ static void run_part(int part) {
   }
   cr_log_info("property part %d: %lld cases, %lld src shards, %lld dst "
               "shards, %lld dst elements checked, %lld moves, %lld bytes "
-              "across domains", part, (long long)totals.cases,
+              "across domains, real staging of %lld ranks checked",
+              part, (long long)totals.cases,
               (long long)totals.src_shards, (long long)totals.dst_shards,
               (long long)totals.dst_elems, (long long)totals.moves,
-              (long long)totals.inter_bytes);
+              (long long)totals.inter_bytes,
+              (long long)totals.staging_checked);
+  cr_assert_gt(totals.staging_checked, 0, "no rank's staging was checked");
 }
 
 /* Fewer, larger cases (<= 65536 elements per tensor), always 64 KiB of

@@ -1,3 +1,5 @@
+/* The context entry points: argument checks, then the core (context.h),
+ * which assembles contexts and holds the settings. */
 #include "api.h"
 #include "context.h"
 #include "transport/transport.h"
@@ -11,10 +13,8 @@ rs_status rs_context_create_local(int world_size, rs_context **out) {
                     "world size %d, must be 1..%d", world_size, 1 << 24);
   rsi_transport *tp;
   RSI_TRY(rsi_local_transport_create(&tp));
-  rs_status st =
-      rsi_context_create(world_size, RS_ALL_RANKS, RS_TRANSPORT_LOCAL, tp, out);
-  if (st != RS_OK) tp->ops->destroy(tp);
-  return st;
+  return rsi_context_assemble(RS_TRANSPORT_LOCAL, tp, RS_ALL_RANKS,
+                              world_size, NULL, 0, out);
 }
 
 void rs_context_destroy(rs_context *ctx) { rsi_context_unref(ctx); }
@@ -82,52 +82,24 @@ rs_status rs_context_set_domain_size(rs_context *ctx, int ranks_per_domain) {
   return RS_OK;
 }
 
-static int64_t *param_slot(rs_context *ctx, rs_param param) {
-  switch (param) {
-    case RS_PARAM_STAGING_BYTES: return &ctx->staging_bytes;
-    case RS_PARAM_SLICE_BYTES: return &ctx->slice_bytes;
-    case RS_PARAM_TIMEOUT_MS: return &ctx->timeout_ms;
-    case RS_PARAM_INTEGRITY: return &ctx->integrity;
-  }
-  return NULL;
-}
-
 rs_status rs_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
   rsi_err *err = rsi_thread_err();
   API_REQUIRE(lo, err, "rs_param_bounds");
   API_REQUIRE(hi, err, "rs_param_bounds");
   *lo = *hi = 0;
-  if (rsi_param_bounds(param, lo, hi) != RS_OK)
-    return RSI_FAIL(err, RS_ERR_BAD_PARAM, "unknown parameter %d", (int)param);
-  return RS_OK;
+  return rsi_param_bounds(param, lo, hi, err);
 }
 
 rs_status rs_context_set_param(rs_context *ctx, rs_param param,
                                int64_t value) {
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_param");
-  int64_t lo, hi;
-  int64_t *slot = param_slot(ctx, param);
-  if (!slot || rsi_param_bounds(param, &lo, &hi) != RS_OK)
-    return RSI_FAIL(ctx->err, RS_ERR_BAD_PARAM, "unknown parameter %d",
-                    (int)param);
-  if (value < lo || value > hi)
-    return RSI_FAIL(ctx->err, RS_ERR_BAD_PARAM,
-                    "parameter %d: value %lld outside [%lld, %lld]",
-                    (int)param, (long long)value, (long long)lo,
-                    (long long)hi);
-  *slot = value;
-  return RS_OK;
+  return rsi_context_set_param(ctx, param, value);
 }
 
 rs_status rs_context_get_param(const rs_context *ctx, rs_param param,
                                int64_t *value) {
   if (value) *value = 0;
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_get_param");
-  rsi_err *err = ctx->err;
-  API_REQUIRE(value, err, "rs_context_get_param");
-  int64_t *slot = param_slot((rs_context *)ctx, param);
-  if (!slot)
-    return RSI_FAIL(err, RS_ERR_BAD_PARAM, "unknown parameter %d", (int)param);
-  *value = *slot;
-  return RS_OK;
+  API_REQUIRE(value, ctx->err, "rs_context_get_param");
+  return rsi_context_get_param(ctx, param, value);
 }

@@ -142,15 +142,3 @@ rs_status rs_plan_to_json(const rs_plan *plan, char **json, size_t *length) {
   API_REQUIRE(json, plan->ctx->err, "rs_plan_to_json");
   return rsi_plan_to_json(plan, json, length, plan->ctx->err);
 }
-
-rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
-                       void *ptr, size_t bytes) {
-  API_REQUIRE(plan, rsi_thread_err(), "rs_plan_bind");
-  API_REQUIRE(ptr, plan->ctx->err, "rs_plan_bind");
-  return rsi_plan_bind(plan, side, rank, buffer, ptr, bytes);
-}
-
-rs_status rs_plan_execute(rs_plan *plan) {
-  API_REQUIRE(plan, rsi_thread_err(), "rs_plan_execute");
-  return rsi_plan_execute(plan);
-}

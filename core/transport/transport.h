@@ -1,13 +1,21 @@
-/* The one internal transport interface. The executor packs a message (or a
- * slice of one) into staging, hands it to the transport, and unpacks what
- * arrives; a transport only moves bytes between ranks.
+/* The one internal transport interface: how bytes travel between ranks.
+ * The executor (core/exec_run.c) decides what to send when; a copy engine
+ * (core/engine.h) packs and unpacks; a transport only moves bytes.
  *
- * send/recv post non-blocking operations matched by (sender, receiver, tag)
- * into a group; test(group) says when everything posted in that group has
- * completed, so an executor can post the next round's messages (other
- * group) before it waits for this round's. A transport that can show the
- * receiver the sender's bytes in place (the in-process one) sets *data to them;
- * others receive into buf and set *data = buf.
+ * Two channels:
+ * - data (rsi_transport_ops): messages between memory of the context's
+ *   kind (host, or device memory for a GPU transport), posted into one of
+ *   two step groups so that an executor can post step k+1 before step k
+ *   completes;
+ * - control (rsi_control_ops): small host-memory records (the agreement,
+ *   the hello and done records of each execution), notices of a rank that
+ *   gave up, and the layout allgather. A transport whose data path takes
+ *   device memory only still agrees and exchanges layouts through it. NULL
+ *   for the in-process transport, whose ranks all live in one call.
+ *
+ * Operations are non-blocking and matched by (sender, receiver, tag) in
+ * posting order. test never blocks: the executor owns the clock and
+ * decides how long to wait.
  *
  * Transports with an outside engine (MPI, NCCL) are modules: shared objects
  * exporting `rsi_module_<name>` (an rsi_module), loaded on first use. */
@@ -22,14 +30,11 @@
 
 typedef struct rsi_transport rsi_transport;
 
-/* Groups: the executor alternates its steps between the two step groups
- * (posting step k+1 before it waits for step k); control messages (the
- * agreement, the hello before each execution) have a group of their own. */
-enum { RSI_GROUP_STEP0 = 0, RSI_GROUP_STEP1 = 1, RSI_GROUP_CONTROL = 2 };
-#define RSI_GROUPS 3
+/* Step groups of the data channel. */
+enum { RSI_GROUP_STEP0 = 0, RSI_GROUP_STEP1 = 1 };
+#define RSI_DATA_GROUPS 2
 
-/* Tags at or above RSI_TAG_CONTROL are the executor's control messages;
- * below it, (round, stage) steps. */
+/* Control tags (step tags are the executor's own, below these). */
 #define RSI_TAG_CONTROL ((uint64_t)1 << 62)
 #define RSI_TAG_AGREE RSI_TAG_CONTROL
 #define RSI_TAG_HELLO (RSI_TAG_CONTROL + 1)
@@ -46,45 +51,60 @@ typedef struct rsi_transport_ops {
   rs_status (*send)(rsi_transport *t, int group, int from, int to,
                     uint64_t tag, const void *data, size_t bytes,
                     rsi_err *err);
+  /* Receive into buf. When view is not NULL the transport may instead set
+   * *view to the sender's bytes in place (valid until this receive's group
+   * is found done and the next step begins; the in-process transport does
+   * this); otherwise it sets *view = buf. */
   rs_status (*recv)(rsi_transport *t, int group, int to, int from,
-                    uint64_t tag, void *buf, size_t bytes, const void **data,
+                    uint64_t tag, void *buf, size_t bytes, const void **view,
                     rsi_err *err);
-  /* Never blocks: *done says whether everything posted in the group has
-   * completed. Once it has, received checksums were verified (a mismatch
-   * is RS_ERR_CORRUPT) and the group is empty again. The executor owns
-   * the clock: it calls test until done, a deadline, or a notice. */
-  rs_status (*test)(rsi_transport *t, int group, bool *done, rsi_err *err);
-  /* The first operation of the group still pending: its peer, whether it
-   * is a receive, its size. False when none is. */
-  bool (*pending)(rsi_transport *t, int group, int *peer, bool *is_recv,
-                  size_t *bytes);
+  /* *done: everything rank `me` posted in the group has completed. Once it
+   * has, received checksums were verified (a mismatch is RS_ERR_CORRUPT)
+   * and the group is empty again for `me`. A transport driving one rank
+   * ignores `me`. */
+  rs_status (*test)(rsi_transport *t, int me, int group, bool *done,
+                    rsi_err *err);
+  /* The first operation of `me` in the group still pending: its peer,
+   * whether it is a receive, its size. False when none is. */
+  bool (*pending)(rsi_transport *t, int me, int group, int *peer,
+                  bool *is_recv, size_t *bytes);
   /* Checksum every message from now on (NULL: this transport cannot). */
   void (*set_integrity)(rsi_transport *t, bool on);
-  /* Drop everything posted (after a failure), within RSI_ABANDON_MS:
-   * receives are cancelled; what cannot be is let go. */
+  /* Drop everything posted on both channels (after a failure), within
+   * RSI_ABANDON_MS: receives are cancelled; what cannot be is let go. */
   void (*abandon)(rsi_transport *t);
   /* Take memory that abandoned operations may still read or write, and
    * keep it for as long as they might (NULL: nothing is ever abandoned). */
   void (*adopt)(rsi_transport *t, void *p);
-  /* Notices: records of at most RSI_NOTICE_BYTES by which a rank that gave
-   * up tells its peers, outside every group and tag. notify never blocks
-   * and needs no completion; poll_notice hands over one notice that
-   * arrived from any rank (true), or returns false. NULL on transports
-   * whose ranks all live in one call. */
-  rs_status (*notify)(rsi_transport *t, int to, const void *msg,
-                      size_t bytes, rsi_err *err);
-  bool (*poll_notice)(rsi_transport *t, int *from, void *buf, size_t cap);
-  /* Collective over all ranks (NULL for in-process): every rank gives
-   * `bytes` bytes; *all (malloc'd) gets every rank's, in rank order, and
-   * counts[r] (world entries, caller's) their lengths. */
-  rs_status (*allgatherv)(rsi_transport *t, const void *mine, size_t bytes,
-                          void **all, size_t *counts, int64_t timeout_ms,
-                          rsi_err *err);
   void (*destroy)(rsi_transport *t);
 } rsi_transport_ops;
 
+/* The control channel: host memory, one group. */
+typedef struct rsi_control_ops {
+  rs_status (*send)(rsi_transport *t, int to, uint64_t tag, const void *data,
+                    size_t bytes, rsi_err *err);
+  rs_status (*recv)(rsi_transport *t, int from, uint64_t tag, void *buf,
+                    size_t bytes, rsi_err *err);
+  rs_status (*test)(rsi_transport *t, bool *done, rsi_err *err);
+  bool (*pending)(rsi_transport *t, int *peer, bool *is_recv, size_t *bytes);
+  /* Notices: records of at most RSI_NOTICE_BYTES by which a rank that gave
+   * up tells its peers, outside every group and tag. notify never blocks
+   * and needs no completion; poll_notice hands over one notice that
+   * arrived from any rank (true), or returns false. */
+  rs_status (*notify)(rsi_transport *t, int to, const void *msg,
+                      size_t bytes, rsi_err *err);
+  bool (*poll_notice)(rsi_transport *t, int *from, void *buf, size_t cap);
+  /* Collective over all ranks: every rank gives `bytes` bytes; *all
+   * (malloc'd) gets every rank's, in rank order, and counts[r] (world
+   * entries, caller's) their lengths. */
+  rs_status (*allgatherv)(rsi_transport *t, const void *mine, size_t bytes,
+                          void **all, size_t *counts, int64_t timeout_ms,
+                          rsi_err *err);
+} rsi_control_ops;
+
 struct rsi_transport {
   const rsi_transport_ops *ops;
+  const rsi_control_ops *control; /* NULL in process */
   /* The same on every rank of one context and (with near certainty)
    * different for every other: control records carry it, so a record
    * left over from a destroyed context whose engine reuses identifiers
@@ -92,22 +112,81 @@ struct rsi_transport {
   uint64_t nonce;
 };
 
-/* What a transport module exports. */
-#define RSI_MODULE_ABI 2u
+/* What a transport module exports. A module `name` is a shared object
+ * libreshard-<name>.so.<major> exporting `const rsi_module rsi_module_<name>`;
+ * transport/module.c finds and loads it (see there for where it looks). */
+#define RSI_MODULE_ABI 3u
+
+/* What a transport is created on: a versioned struct, so that fields can
+ * be added at its end without a new module ABI. The caller fills `size`
+ * with sizeof(rsi_module_args) as it was built and `version` with
+ * RSI_MODULE_ARGS_VERSION; a module refuses a version it does not know
+ * and a size too small for that version (rsi_module_args_check). */
+#define RSI_MODULE_ARGS_VERSION 1u
+typedef struct rsi_module_args {
+  uint32_t size;    /* sizeof(rsi_module_args) the caller built with */
+  uint32_t version; /* RSI_MODULE_ARGS_VERSION */
+  int64_t engine;   /* an engine handle: an MPI Fortran communicator, an
+                       ncclComm_t as an integer; 0 for none */
+  const void *engine_id; /* bytes of an engine id (an NCCL unique id), or
+                            NULL */
+  size_t engine_id_bytes;
+  int rank, world; /* where the engine does not know them; -1 otherwise */
+  int device;      /* CUDA device, -1 for none */
+  void *queue;     /* default queue (a CUDA stream), or NULL */
+  uint64_t options; /* reserved, 0 */
+} rsi_module_args;
+
+/* Arguments of the current version with nothing set: no engine, rank,
+ * world and device -1. */
+static inline rsi_module_args rsi_module_args_init(void) {
+  rsi_module_args a = {0};
+  a.size = (uint32_t)sizeof a;
+  a.version = RSI_MODULE_ARGS_VERSION;
+  a.rank = a.world = a.device = -1;
+  return a;
+}
+
+/* RS_OK when `module` can read *args: a version it knows, a size that
+ * holds that version's fields, no reserved option set. Else
+ * RS_ERR_INVALID_ARGUMENT, recorded in err. */
+static inline rs_status rsi_module_args_check(const rsi_module_args *args,
+                                              const char *module,
+                                              rsi_err *err) {
+  if (!args)
+    return RSI_FAIL(err, RS_ERR_NULL_POINTER,
+                    "transport module '%s': no creation arguments", module);
+  if (args->version != RSI_MODULE_ARGS_VERSION ||
+      args->size < (uint32_t)sizeof *args)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "transport module '%s' reads creation arguments of "
+                    "version %u (%u bytes), was given version %u (%u bytes)",
+                    module, RSI_MODULE_ARGS_VERSION,
+                    (unsigned)sizeof *args, (unsigned)args->version,
+                    (unsigned)args->size);
+  if (args->options)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "transport module '%s': options 0x%llx, none is defined",
+                    module, (unsigned long long)args->options);
+  return RS_OK;
+}
+
 typedef struct rsi_module {
   uint32_t abi; /* RSI_MODULE_ABI */
   const char *name;
-  /* Open a transport on an engine handle (an MPI Fortran communicator):
-   * this process's rank, the world size, and for every rank an id of its
-   * host (host_of: world entries, malloc'd). */
-  rs_status (*create)(int64_t handle, rsi_transport **out, int *rank,
-                      int *world, int **host_of, rsi_err *err);
+  /* Open a transport on *args: this process's rank, the world size, and
+   * for every rank an id of its host (host_of: world entries, malloc'd;
+   * ranks with equal ids share a fast fabric). Refuses args it cannot
+   * read (rsi_module_args_check). On failure nothing is left to free. */
+  rs_status (*create)(const rsi_module_args *args, rsi_transport **out,
+                      int *rank, int *world, int **host_of, rsi_err *err);
 } rsi_module;
 
 /* transport/local: every rank in this process. */
 rs_status rsi_local_transport_create(rsi_transport **out);
 
-/* transport/module.c: find and load module `name` ("mpi"). */
+/* transport/module.c: find and load module `name` ([a-z0-9_]+: "mpi",
+ * "nccl"), once per process; *out is shared by every caller. */
 rs_status rsi_module_load(const char *name, const rsi_module **out,
                           rsi_err *err);
 

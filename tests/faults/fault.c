@@ -18,6 +18,9 @@
  *                     the others have already written part of their
  *                     destination when it dies
  *   never_calls       the victim never calls rs_plan_execute
+ *   aborted           the same, with a timeout of 30 s; 200 ms into the
+ *                     call another thread of each survivor calls
+ *                     rs_context_abort, which must end the call at once
  *   silent_far        all execute once; then the victim skips the second,
  *                     in a ring where rank r receives from rank r+1 only:
  *                     most survivors never wait for the victim themselves,
@@ -48,6 +51,7 @@
  * (the MPI module reads them then). */
 #include "rel_mpi.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -71,6 +75,13 @@ static void fail(const char *fmt, ...) {
 }
 
 static bool is(const char *m) { return strcmp(mode, m) == 0; }
+
+/* Another thread: abort the context 200 ms from now. */
+static void *abort_later(void *ctx) {
+  rel_sleep_ms(200);
+  rs_context_abort((rs_context *)ctx);
+  return NULL;
+}
 
 static bool names_rank(const char *msg, int r) {
   char want[32];
@@ -325,7 +336,8 @@ int main(int argc, char **argv) {
   }
   static const char *modes[] = {"dies_in_agreement", "dies_in_hello",
                                 "dies_first_send",
-                                "dies_mid", "never_calls", "silent_far",
+                                "dies_mid", "never_calls", "aborted",
+                                "silent_far",
                                 "skips_second", "late",
                                 "other_layout", "other_declaration",
                                 "other_integrity", "corrupt", "corrupt_direct",
@@ -365,6 +377,25 @@ int main(int argc, char **argv) {
       else if (!names_rank(r.msg, victim))
         fail("message does not name the silent rank %d: %s", victim, r.msg);
       bounded(&r);
+      expect_context_done(&r);
+    }
+  } else if (is("aborted")) {
+    if (me == victim) {
+      rel_sleep_ms(1500); /* then leaves politely */
+    } else {
+      pthread_t t;
+      if (pthread_create(&t, NULL, abort_later, r.ctx) != 0)
+        fail("pthread_create failed");
+      r.st = execute(&r, &r.elapsed_ms, r.msg);
+      pthread_join(t, NULL);
+      if (r.st != RS_ERR_TRANSPORT)
+        fail("status %s (%s), want RS_ERR_TRANSPORT", rs_status_name(r.st),
+             r.msg);
+      else if (!strstr(r.msg, "rs_context_abort") && !strstr(r.msg, "gave up"))
+        fail("message says nothing of the abort: %s", r.msg);
+      if (r.elapsed_ms > 200 + 500)
+        fail("returned %.0f ms after the call, %.0f ms after the abort",
+             r.elapsed_ms, r.elapsed_ms - 200);
       expect_context_done(&r);
     }
   } else if (is("silent_far")) {

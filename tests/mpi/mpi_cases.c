@@ -388,6 +388,20 @@ static void case_small_staging(hcase *c) {
   h_model_free(&m);
 }
 
+/* ---- asynchronous: started, then tested until done --------------------- */
+
+static void case_async_polled(hcase *c) {
+  hmodel m;
+  h_model_init(&m);
+  int a = h_tensor(&m, "big", RS_DTYPE_F32, 2, (int64_t[]){517, 301});
+  h_dtensor_1d(&m, RS_SIDE_SRC, a, 0, h_np, 0, 0);
+  h_dtensor_1d(&m, RS_SIDE_DST, a, 0, h_np, 1, 0);
+  hrun o = {.staging = 64 * 1024, .domain_size = 2, .reuse = true,
+            .polled = true, .gen = 11};
+  h_transfer(c, &m, &o);
+  h_model_free(&m);
+}
+
 /* ---- plan reuse -------------------------------------------------------- */
 
 static void case_reuse(hcase *c) {
@@ -860,6 +874,7 @@ static const hcase_def cases[] = {
     {"strided_source", case_strided},
     {"small_staging", case_small_staging},
     {"plan_reuse", case_reuse},
+    {"async_polled", case_async_polled},
     {"subcomm", case_subcomm},
     {"allgather_rejects_foreign_shard", case_allgather_rejects_foreign_shard},
     {"allgather_tensor_mismatch", case_allgather_tensor_mismatch},

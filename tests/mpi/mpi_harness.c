@@ -521,12 +521,28 @@ static bool same_fingerprint_everywhere(hcase *c, const rs_plan *plan,
   return ok;
 }
 
+/* rs_plan_execute_async, then rs_plan_test until done: the execution must
+ * advance inside the tests and take several of them. */
+static rs_status execute_polled(hcase *c, rs_plan *plan) {
+  rs_status st = rs_plan_execute_async(plan, NULL);
+  int done = 0;
+  int64_t tests = 0;
+  while (st == RS_OK && !done) {
+    st = rs_plan_test(plan, &done);
+    tests++;
+  }
+  EXPECT(c, st != RS_OK || tests > 1,
+         "an execution between processes ended in the first rs_plan_test");
+  return st;
+}
+
 static void execute_and_check(hcase *c, rs_plan *plan, rs_context *ctx,
                               const hmodel *m, const hbufs *dst, uint64_t gen,
-                              const char *what) {
+                              bool polled, const char *what) {
   char label[96];
-  snprintf(label, sizeof label, "rs_plan_execute (%s)", what);
-  rs_status st = rs_plan_execute(plan);
+  snprintf(label, sizeof label, "rs_plan_execute%s (%s)",
+           polled ? "_async + rs_plan_test" : "", what);
+  rs_status st = polled ? execute_polled(c, plan) : rs_plan_execute(plan);
   h_executions++;
   h_ok(c, st, ctx, label);
   if (st == RS_OK) h_check(c, m, dst, gen);
@@ -603,19 +619,20 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
   h_ok(c, h_bind(plan, m, RS_SIDE_DST, &db), ctx, "bind destination");
   if (!h_all_ok(c)) goto done;
 
-  execute_and_check(c, plan, ctx, m, &db, o->gen, "first");
+  execute_and_check(c, plan, ctx, m, &db, o->gen, o->polled, "first");
   if (!o->reuse || !h_all_ok(c)) goto done;
 
   /* Every source value changes; the same plan runs again. */
   h_fill(m, &sb, o->gen + 1);
-  execute_and_check(c, plan, ctx, m, &db, o->gen + 1, "again, new values");
+  execute_and_check(c, plan, ctx, m, &db, o->gen + 1, o->polled,
+                    "again, new values");
   if (!h_all_ok(c)) goto done;
   /* New destination memory: a later bind replaces the earlier one. */
   h_bufs_alloc(m, RS_SIDE_DST, &db2);
   h_poison(&db2);
   h_ok(c, h_bind(plan, m, RS_SIDE_DST, &db2), ctx, "rebind destination");
   if (!h_all_ok(c)) goto done;
-  execute_and_check(c, plan, ctx, m, &db2, o->gen + 1, "rebound");
+  execute_and_check(c, plan, ctx, m, &db2, o->gen + 1, o->polled, "rebound");
   /* The first destination buffers were left alone. */
   h_check(c, m, &db, o->gen + 1);
 

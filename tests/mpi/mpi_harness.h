@@ -159,6 +159,7 @@ typedef struct hrun {
   bool reuse;          /* execute again with new source values, rebind */
   bool declare_used;   /* ranks declare only the tensors they hold */
   bool no_global;      /* skip the comparison with a locally built layout */
+  bool polled;         /* rs_plan_execute_async, then rs_plan_test */
   /* Extra checks on the plan (identical on every rank). */
   void (*plan_check)(hcase *c, const rs_plan *plan, const rs_context *ctx,
                      const hmodel *m, void *arg);

@@ -145,7 +145,8 @@ static void swapped_order(hcase *c) {
   world w;
   int64_t keep = timeout_ms;
   timeout_ms = 1000;
-  if (!h_ok(c, open_world(&w, 0), w.ctx, "setup")) return;
+  rs_status opened = open_world(&w, 0);
+  if (!h_ok(c, opened, w.ctx, "setup")) return;
   agree_both(c, &w);
   if (!h_all_ok(c)) return close_world(&w);
   int order[NPLANS] = {h_rank == 0 ? 0 : 1, h_rank == 0 ? 1 : 0};
@@ -171,7 +172,8 @@ static void stray_call(hcase *c) {
   world w;
   int64_t keep = timeout_ms;
   timeout_ms = 500;
-  if (!h_ok(c, open_world(&w, 0), w.ctx, "setup")) return;
+  rs_status opened = open_world(&w, 0);
+  if (!h_ok(c, opened, w.ctx, "setup")) return;
   agree_both(c, &w);
   if (!h_all_ok(c)) return close_world(&w);
   int stray = h_np - 1;
@@ -199,7 +201,8 @@ static void interleavings(hcase *c) {
    * not; the first failure is what the case reports. */
   for (int it = 0; it < iters; it++) {
     world w;
-    h_ok(c, open_world(&w, it), w.ctx, "setup");
+    rs_status opened = open_world(&w, it);
+    h_ok(c, opened, w.ctx, "setup");
     agree_both(c, &w);
     bool deviated = false;
     int steps = (int)h_range(&rng, 1, 5);

@@ -36,12 +36,20 @@
 extern "C" {
 #endif
 
-#if defined(_WIN32)
-#  define RS_API
-#elif defined(__GNUC__) && __GNUC__ >= 4
-#  define RS_API __attribute__((visibility("default")))
-#else
-#  define RS_API
+/* RS_API marks every public function. libreshard is built with hidden
+ * visibility and exports what RS_API marks (with a linker version script,
+ * capi/reshard.map, naming each). Define RS_API before including this
+ * header to override it, as zstd's ZSTDLIB_API allows: for example
+ * -DRS_API= when building libreshard statically into a shared library of
+ * your own that must not re-export the rs_* symbols (docs/ABI.md). */
+#ifndef RS_API
+#  if defined(_WIN32)
+#    define RS_API
+#  elif defined(__GNUC__) && __GNUC__ >= 4
+#    define RS_API __attribute__((visibility("default")))
+#  else
+#    define RS_API
+#  endif
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -49,9 +57,12 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 1
+#define RS_VERSION_MINOR 2
 #define RS_VERSION_PATCH 0
-/** major*10000 + minor*100 + patch, e.g. 0.1.0 -> 100. */
+/* The three lines above are the one place the version is written: the
+ * build (CMakeLists.txt) reads them, so they must stay one plain number
+ * each. */
+/** major*10000 + minor*100 + patch, e.g. 0.2.0 -> 200. */
 #define RS_VERSION_NUMBER \
   (RS_VERSION_MAJOR * 10000 + RS_VERSION_MINOR * 100 + RS_VERSION_PATCH)
 
@@ -93,6 +104,8 @@ typedef enum rs_status {
   RS_ERR_BUFFER_TOO_SMALL = 111, /**< bound buffer smaller than its shards */
   RS_ERR_BAD_PARAM = 112,        /**< unknown parameter or value */
   RS_ERR_WRONG_CONTEXT = 113,    /**< handles from different contexts */
+  RS_ERR_WRONG_MEMORY = 114,     /**< a buffer in memory of another kind
+                                      than the context moves (@since 0.2) */
 
   RS_ERR_INCOMPATIBLE = 200,     /**< names, shapes differ between layouts */
   RS_ERR_NOT_COVERED = 201,      /**< a destination element has no source */
@@ -207,7 +220,8 @@ RS_API const char *rs_context_last_error(const rs_context *ctx);
 
 /** Number of ranks. Errors: RS_ERR_NULL_POINTER. @since 0.1 */
 RS_API rs_status rs_context_world_size(const rs_context *ctx, int *out);
-/** This process's rank, or RS_ALL_RANKS for the in-process transport. */
+/** This process's rank, or RS_ALL_RANKS for the in-process transport.
+ *  Errors: RS_ERR_NULL_POINTER. @since 0.1 */
 RS_API rs_status rs_context_rank(const rs_context *ctx, int *out);
 /** The transport this context drives. @since 0.1 */
 RS_API rs_status rs_context_transport(const rs_context *ctx,
@@ -221,7 +235,8 @@ RS_API rs_status rs_context_transport(const rs_context *ctx,
  * (domain < 0). @since 0.1
  */
 RS_API rs_status rs_context_set_domain(rs_context *ctx, int rank, int domain);
-/** Domain of @p rank. Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK. */
+/** Domain of @p rank. Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK.
+ *  @since 0.1 */
 RS_API rs_status rs_context_get_domain(const rs_context *ctx, int rank,
                                        int *domain);
 /**
@@ -240,10 +255,15 @@ typedef enum rs_param {
   /** Staging memory a rank may use for one execution, in bytes.
    *  Default 256 MiB; bounds [64 KiB, 1 TiB]. Read by rs_plan_create,
    *  which fills each round to at most half of it, so that the executor
-   *  can pack round k+1 while round k is in flight. */
+   *  can pack round k+1 while round k is in flight. What a rank really
+   *  allocates (at its first execution, kept by the plan) is
+   *  RS_STAT_STAGING_BYTES, never more than this. */
   RS_PARAM_STAGING_BYTES = 100,
-  /** Largest slice the executor packs and hands to the transport at once,
-   *  in bytes. Default 4 MiB; bounds [4 KiB, 1 GiB]. */
+  /** Deprecated since 0.2, no effect: every transport moves each piece
+   *  of a round whole (a large contiguous piece straight from and into
+   *  user memory), and RS_PARAM_STAGING_BYTES alone bounds memory. Still
+   *  accepted and stored, with its old bounds [4 KiB, 1 GiB] and default
+   *  4 MiB, so that programs written for 0.1 run unchanged. */
   RS_PARAM_SLICE_BYTES = 101,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
    *  Default 60000; bounds [1, 86400000]. */
@@ -262,10 +282,12 @@ typedef enum rs_param {
  */
 RS_API rs_status rs_context_set_param(rs_context *ctx, rs_param param,
                                       int64_t value);
-/** Read a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM. */
+/** Read a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM.
+ *  @since 0.1 */
 RS_API rs_status rs_context_get_param(const rs_context *ctx, rs_param param,
                                       int64_t *value);
-/** Allowed range [lo, hi] of a parameter. Errors: RS_ERR_BAD_PARAM. */
+/** Allowed range [lo, hi] of a parameter. Errors: RS_ERR_NULL_POINTER,
+ *  RS_ERR_BAD_PARAM. @since 0.1 */
 RS_API rs_status rs_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
 
 /* ------------------------------------------------------------------------ */
@@ -278,7 +300,8 @@ RS_API rs_status rs_param_bounds(rs_param param, int64_t *lo, int64_t *hi);
  * RS_ERR_NO_MEMORY. @since 0.1
  */
 RS_API rs_status rs_layout_create(rs_context *ctx, rs_layout **out);
-/** Free a layout; plans made from it stay valid. NULL does nothing. */
+/** Free a layout; plans made from it stay valid. NULL does nothing.
+ *  @since 0.1 */
 RS_API void rs_layout_destroy(rs_layout *layout);
 
 /**
@@ -424,8 +447,10 @@ typedef enum rs_stat {
   RS_STAT_MESSAGES_SENT = 6,
   RS_STAT_MESSAGES_RECV = 7,
   RS_STAT_ROUNDS = 8,            /**< rounds of the whole plan */
-  RS_STAT_STAGING_BYTES = 9,     /**< peak staging of one round (at most
-                                      half of RS_PARAM_STAGING_BYTES) */
+  RS_STAT_STAGING_BYTES = 9,     /**< staging the rank allocates to
+                                      execute the plan (two halves, each
+                                      as large as its largest step needs;
+                                      at most RS_PARAM_STAGING_BYTES) */
   RS_STAT_MOVES = 10             /**< moves the rank takes part in */
 } rs_stat;
 
@@ -494,7 +519,8 @@ RS_API rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out);
 RS_API rs_status rs_plan_to_json(const rs_plan *plan, char **json,
                                  size_t *length);
 
-/** Free memory libreshard handed to the caller. NULL does nothing. */
+/** Free memory libreshard handed to the caller. NULL does nothing.
+ *  @since 0.1 */
 RS_API void rs_free(void *ptr);
 
 /** Which layout a buffer belongs to. Pinned values. @since 0.1 */
@@ -555,6 +581,75 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * RS_ERR_TIMEOUT, RS_ERR_CORRUPT. @since 0.1
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
+
+/* ------------------------------------------------------------------------ */
+/* Memory kinds and asynchronous execution                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Where a bound buffer lives. Pinned values. @since 0.2 */
+typedef enum rs_memory {
+  RS_MEMORY_HOST = 0, /**< ordinary host memory */
+  RS_MEMORY_CUDA = 1  /**< memory of a CUDA device (GPU transports) */
+} rs_memory;
+
+/**
+ * rs_plan_bind for memory of a stated kind: @p memory and, for
+ * RS_MEMORY_CUDA, the CUDA @p device it lives on (ignored for host
+ * memory). A context moves one kind of memory: host for the in-process and
+ * MPI transports, CUDA device memory for GPU transports; a buffer of the
+ * other kind is refused before anything is recorded. rs_plan_bind(...) is
+ * rs_plan_bind_memory(..., RS_MEMORY_HOST, -1).
+ * Errors: those of rs_plan_bind, RS_ERR_WRONG_MEMORY (the context moves
+ * another kind; the message names both), RS_ERR_INVALID_ARGUMENT (unknown
+ * memory kind, negative device for device memory). @since 0.2
+ */
+RS_API rs_status rs_plan_bind_memory(rs_plan *plan, rs_side side, int rank,
+                                     int buffer, void *ptr, size_t bytes,
+                                     rs_memory memory, int device);
+
+/**
+ * Start an execution of @p plan and return without waiting for it: the
+ * same checks as rs_plan_execute are made first (nothing is written when
+ * they fail), then the work is started. @p queue is where a GPU transport
+ * orders the work (a cudaStream_t; the destination is ready when the
+ * stream reaches that point); host contexts take NULL. Afterwards call
+ * rs_plan_test or rs_plan_wait until the execution ends: between processes
+ * it makes progress only inside those calls (and rs_plan_execute). One
+ * execution may be in flight per context; the bound buffers must stay
+ * valid and the sources unchanged until it ended.
+ * Errors: those of rs_plan_execute, and RS_ERR_INVALID_ARGUMENT (an
+ * execution is already in flight on the context; a queue on a host
+ * context). @since 0.2
+ */
+RS_API rs_status rs_plan_execute_async(rs_plan *plan, void *queue);
+
+/**
+ * Advance the execution in flight without waiting. *done becomes 1 once it
+ * ended, and the call then returns its status (as rs_plan_execute would
+ * have); 0 while it goes on (status RS_OK). With no execution in flight,
+ * *done = 1 and the status of the last one (RS_OK when there was none).
+ * Errors: RS_ERR_NULL_POINTER, and those of rs_plan_execute. @since 0.2
+ */
+RS_API rs_status rs_plan_test(rs_plan *plan, int *done);
+
+/**
+ * Advance the execution in flight until it ended (for a queue: until the
+ * queue reached its end) and return its status; with none in flight, the
+ * status of the last one. rs_plan_execute is rs_plan_execute_async(plan,
+ * NULL) then rs_plan_wait(plan).
+ * Errors: RS_ERR_NULL_POINTER, and those of rs_plan_execute. @since 0.2
+ */
+RS_API rs_status rs_plan_wait(rs_plan *plan);
+
+/**
+ * Make the execution in flight on @p ctx (or the next one) fail at once
+ * with RS_ERR_TRANSPORT, as when a peer is known to be dead: the waiting
+ * call returns within milliseconds, tells the peers (between processes),
+ * and the context is done (fail-stop, as after any transport failure).
+ * The one call that may be made from another thread while the context is
+ * in use. NULL does nothing. Errors: none (RS_OK). @since 0.2
+ */
+RS_API rs_status rs_context_abort(rs_context *ctx);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,8 @@
 #define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are int */
 #define MAX_TAG 30000 /* step tags wrap below it; control tags sit above */
 #define NOTICE_TAG (MAX_TAG + 100)
+#define GROUPS (RSI_DATA_GROUPS + 1) /* the step groups, then control */
+#define CONTROL_GROUP RSI_DATA_GROUPS
 
 static int mpi_tag(uint64_t tag) {
   return tag >= RSI_TAG_CONTROL ? MAX_TAG + (int)(tag - RSI_TAG_CONTROL)
@@ -53,7 +55,7 @@ typedef struct mpi_transport {
   rsi_transport base;
   MPI_Comm comm;
   int rank, world;
-  op_group groups[RSI_GROUPS];
+  op_group groups[GROUPS];
   MPI_Request notice_req; /* the standing receive of notices */
   unsigned char notice_buf[RSI_NOTICE_BYTES];
   bool integrity;
@@ -161,10 +163,10 @@ static rs_status mpi_send(rsi_transport *t, int group, int from, int to,
 
 static rs_status mpi_recv(rsi_transport *t, int group, int to, int from,
                           uint64_t tag, void *buf, size_t bytes,
-                          const void **data, rsi_err *err) {
+                          const void **view, rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
   (void)to;
-  *data = buf;
+  if (view) *view = buf;
   return post_message(mt, group, true, from, tag, buf, bytes, NULL, NULL,
                       err);
 }
@@ -248,8 +250,8 @@ static void drop_group(mpi_transport *mt, op_group *g) {
   drop_groups(mt, &g, 1);
 }
 
-static rs_status mpi_test(rsi_transport *t, int group, bool *done_out,
-                          rsi_err *err) {
+static rs_status test_group(rsi_transport *t, int group, bool *done_out,
+                            rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
   op_group *g = &mt->groups[group];
   int done = 0;
@@ -278,8 +280,8 @@ static rs_status mpi_test(rsi_transport *t, int group, bool *done_out,
 
 /* The first operation still pending (Testall leaves every request as it
  * was when not all are done). */
-static bool mpi_pending(rsi_transport *t, int group, int *peer, bool *is_recv,
-                        size_t *bytes) {
+static bool pending_in(rsi_transport *t, int group, int *peer, bool *is_recv,
+                       size_t *bytes) {
   mpi_transport *mt = (mpi_transport *)t;
   op_group *g = &mt->groups[group];
   for (int i = 0; i < g->n; i++) {
@@ -337,9 +339,9 @@ static bool mpi_poll_notice(rsi_transport *t, int *from, void *buf,
 static void mpi_abandon(rsi_transport *t) {
   mpi_transport *mt = (mpi_transport *)t;
   mt->tainted = true;
-  op_group *all[RSI_GROUPS];
-  for (int k = 0; k < RSI_GROUPS; k++) all[k] = &mt->groups[k];
-  drop_groups(mt, all, RSI_GROUPS);
+  op_group *all[GROUPS];
+  for (int k = 0; k < GROUPS; k++) all[k] = &mt->groups[k];
+  drop_groups(mt, all, GROUPS);
 }
 
 /* Wait for one request, polling, up to the timeout. */
@@ -453,11 +455,44 @@ static void mpi_destroy(rsi_transport *t) {
   }
   if (!mt) return; /* kept for the standing receive (see above) */
   if (!finalized && !mt->tainted && !mt->broken) MPI_Comm_free(&mt->comm);
-  for (int g = 0; g < RSI_GROUPS; g++) {
+  for (int g = 0; g < GROUPS; g++) {
     free(mt->groups[g].reqs);
     free(mt->groups[g].info);
   }
   free(mt);
+}
+
+/* One rank per process: `me` is always this rank. */
+static rs_status mpi_test(rsi_transport *t, int me, int group, bool *done,
+                          rsi_err *err) {
+  (void)me;
+  return test_group(t, group, done, err);
+}
+
+static bool mpi_pending(rsi_transport *t, int me, int group, int *peer,
+                        bool *is_recv, size_t *bytes) {
+  (void)me;
+  return pending_in(t, group, peer, is_recv, bytes);
+}
+
+/* The control channel: the same communicator, a group of its own. */
+static rs_status ctl_send(rsi_transport *t, int to, uint64_t tag,
+                          const void *data, size_t bytes, rsi_err *err) {
+  return mpi_send(t, CONTROL_GROUP, -1, to, tag, data, bytes, err);
+}
+
+static rs_status ctl_recv(rsi_transport *t, int from, uint64_t tag, void *buf,
+                          size_t bytes, rsi_err *err) {
+  return mpi_recv(t, CONTROL_GROUP, -1, from, tag, buf, bytes, NULL, err);
+}
+
+static rs_status ctl_test(rsi_transport *t, bool *done, rsi_err *err) {
+  return test_group(t, CONTROL_GROUP, done, err);
+}
+
+static bool ctl_pending(rsi_transport *t, int *peer, bool *is_recv,
+                        size_t *bytes) {
+  return pending_in(t, CONTROL_GROUP, peer, is_recv, bytes);
 }
 
 static const rsi_transport_ops mpi_ops = {
@@ -469,10 +504,17 @@ static const rsi_transport_ops mpi_ops = {
     .set_integrity = mpi_set_integrity,
     .abandon = mpi_abandon,
     .adopt = mpi_adopt,
+    .destroy = mpi_destroy,
+};
+
+static const rsi_control_ops mpi_control = {
+    .send = ctl_send,
+    .recv = ctl_recv,
+    .test = ctl_test,
+    .pending = ctl_pending,
     .notify = mpi_notify,
     .poll_notice = mpi_poll_notice,
     .allgatherv = mpi_allgatherv,
-    .destroy = mpi_destroy,
 };
 
 /* The context's nonce: rank 0 draws it, everyone gets it. */
@@ -509,8 +551,13 @@ static rs_status find_hosts(mpi_transport *mt, int *host_of, rsi_err *err) {
   return RS_OK;
 }
 
-static rs_status mpi_create(int64_t handle, rsi_transport **out, int *rank,
-                            int *world, int **host_of, rsi_err *err) {
+/* Creation arguments: engine is the Fortran handle of the communicator to
+ * duplicate, which knows rank and world; the other fields are not read. */
+static rs_status mpi_create(const rsi_module_args *args, rsi_transport **out,
+                            int *rank, int *world, int **host_of,
+                            rsi_err *err) {
+  RSI_TRY(rsi_module_args_check(args, "mpi", err));
+  int64_t handle = args->engine;
   int up = 0, down = 0;
   MPI_Initialized(&up);
   MPI_Finalized(&down);
@@ -525,6 +572,7 @@ static rs_status mpi_create(int64_t handle, rsi_transport **out, int *rank,
   mpi_transport *mt = calloc(1, sizeof *mt);
   if (!mt) return RSI_NOMEM(err);
   mt->base.ops = &mpi_ops;
+  mt->base.control = &mpi_control;
   mt->notice_req = MPI_REQUEST_NULL;
   int rc = MPI_Comm_dup(user, &mt->comm);
   if (rc != MPI_SUCCESS) {

@@ -1,0 +1,55 @@
+/* The host copy engine: malloc'd staging and core/copy.c's strided copies,
+ * done at once on the calling thread. Stateless, so one static instance
+ * serves every context. */
+#include <stdlib.h>
+
+#include "copy.h"
+#include "engine.h"
+
+static rs_status host_alloc(rsi_engine *e, size_t bytes, void **out,
+                            rsi_err *err) {
+  (void)e;
+  *out = malloc(bytes ? bytes : 1);
+  return *out ? RS_OK : RSI_NOMEM(err);
+}
+
+static void host_release(rsi_engine *e, void *p) {
+  (void)e;
+  free(p);
+}
+
+static rs_status host_copy(rsi_engine *e, const rsi_copy *c, int64_t n,
+                           void *queue, rsi_err *err) {
+  (void)e;
+  (void)queue;
+  (void)err;
+  for (int64_t i = 0; i < n; i++)
+    rsi_copy_range(c[i].ndim, c[i].extent, (size_t)c[i].esize, c[i].dst,
+                   c[i].dense_dst ? NULL : c[i].dst_strides, c[i].src,
+                   c[i].dense_src ? NULL : c[i].src_strides, c[i].lo,
+                   c[i].hi);
+  return RS_OK;
+}
+
+static rs_status host_sync(rsi_engine *e, void *queue, rsi_err *err) {
+  (void)e;
+  (void)queue;
+  (void)err;
+  return RS_OK;
+}
+
+static void host_destroy(rsi_engine *e) { (void)e; }
+
+static const rsi_engine_ops host_ops = {
+    .name = "host",
+    .memory = RSI_MEMORY_HOST,
+    .alloc = host_alloc,
+    .release = host_release,
+    .copy = host_copy,
+    .sync = host_sync,
+    .destroy = host_destroy,
+};
+
+static rsi_engine host_engine = {&host_ops};
+
+rsi_engine *rsi_host_engine(void) { return &host_engine; }

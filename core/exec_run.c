@@ -1,0 +1,393 @@
+/* The one driver (exec_run.h): steps of every driven rank, packed and
+ * unpacked through the copy engine, moved by the transport. */
+#include "exec_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "box.h"
+#include "exec_guard.h"
+#include "grow.h"
+#include "transport/transport.h"
+
+/* ---- building ------------------------------------------------------------ */
+
+static int cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
+}
+
+/* The driven ranks that appear in any message, ascending, once each. */
+static rs_status active_ranks(const rs_plan *plan, int **out, int *n,
+                              rsi_err *err) {
+  int me = plan->ctx->rank;
+  int64_t cap = me == RS_ALL_RANKS ? 2 * plan->nmsgs : 1;
+  int *r = malloc((size_t)(cap ? cap : 1) * sizeof *r);
+  if (!r) return RSI_NOMEM(err);
+  int64_t k = 0;
+  if (me != RS_ALL_RANKS) {
+    for (int64_t i = 0; i < plan->nmsgs && k == 0; i++)
+      if (plan->msgs[i].src_rank == me || plan->msgs[i].dst_rank == me)
+        r[k++] = me;
+  } else {
+    for (int64_t i = 0; i < plan->nmsgs; i++) {
+      r[k++] = plan->msgs[i].src_rank;
+      r[k++] = plan->msgs[i].dst_rank;
+    }
+    qsort(r, (size_t)k, sizeof *r, cmp_int);
+    int64_t u = 0;
+    for (int64_t i = 0; i < k; i++)
+      if (u == 0 || r[u - 1] != r[i]) r[u++] = r[i];
+    k = u;
+  }
+  *out = r;
+  *n = (int)k;
+  return RS_OK;
+}
+
+rs_status rsi_driver_create(const rs_plan *plan, rsi_driver **out,
+                            rsi_err *err) {
+  rsi_engine *eng = plan->ctx->engine;
+  rsi_driver *d = calloc(1, sizeof *d);
+  if (!d) return RSI_NOMEM(err);
+  int *ranks = NULL, n = 0;
+  rs_status st = active_ranks(plan, &ranks, &n, err);
+  if (st == RS_OK) {
+    d->parts = calloc((size_t)(n ? n : 1), sizeof *d->parts);
+    rsi_rank_steps *steps = calloc((size_t)(n ? n : 1), sizeof *steps);
+    if (!d->parts || !steps)
+      st = RSI_NOMEM(err);
+    else
+      st = rsi_build_steps(plan, ranks, n, steps, err);
+    for (int k = 0; k < n && st == RS_OK; k++) {
+      d->parts[k].s = steps[k];
+      d->nparts = k + 1;
+      void *p = NULL;
+      size_t bytes = (size_t)(2 * steps[k].half);
+      st = eng->ops->alloc(eng, bytes, &p, err);
+      d->parts[k].staging = p;
+      d->staging_bytes += (int64_t)bytes;
+    }
+    if (st != RS_OK && !d->nparts && steps)
+      for (int k = 0; k < n; k++) rsi_rank_steps_free(&steps[k]);
+    free(steps);
+  }
+  free(ranks);
+  if (st != RS_OK) {
+    rsi_driver_destroy(d, plan->ctx);
+    return st;
+  }
+  *out = d;
+  return RS_OK;
+}
+
+void rsi_driver_destroy(rsi_driver *d, rs_context *ctx) {
+  if (!d) return;
+  rsi_engine *eng = ctx->engine;
+  rsi_transport *tp = ctx->transport;
+  for (int k = 0; k < d->nparts; k++) {
+    rsi_part *p = &d->parts[k];
+    if (ctx->failed && tp->ops->adopt && eng->ops->memory == RSI_MEMORY_HOST)
+      tp->ops->adopt(tp, p->staging); /* abandoned sends may read it */
+    else if (p->staging)
+      eng->ops->release(eng, p->staging);
+    rsi_rank_steps_free(&p->s);
+    free(p->arrivals[0]);
+    free(p->arrivals[1]);
+  }
+  free(d->parts);
+  free(d->batch);
+  free(d);
+}
+
+int64_t rsi_driver_staging(const rsi_driver *d, int rank) {
+  for (int k = 0; d && k < d->nparts; k++)
+    if (d->parts[k].s.rank == rank) return 2 * d->parts[k].s.half;
+  return -1;
+}
+
+void rsi_driver_begin(rsi_driver *d) {
+  for (int k = 0; k < d->nparts; k++) {
+    rsi_part *p = &d->parts[k];
+    p->next = p->oldest = 0;
+    p->narrivals[0] = p->narrivals[1] = 0;
+    p->since = rsi_now_ms();
+  }
+}
+
+/* ---- addresses ------------------------------------------------------------ */
+
+/* Where a step's moves live: the plan, and the relay slots it uses. */
+typedef struct where {
+  const rs_plan *plan;
+  char *relay;
+} where;
+
+/* Address of the move's first element at one end, and that end's strides
+ * (pointer arithmetic only: nothing is read). */
+static char *endpoint(const where *w, const rsi_move *m, bool src,
+                      int64_t *strides) {
+  const rs_plan *plan = w->plan;
+  int kind = src ? m->src_kind : m->dst_kind;
+  int index = src ? m->src_index : m->dst_index;
+  const rsi_tensor *t = &plan->tensors[m->tensor];
+  const int64_t *moff = rsi_move_offset(plan, m);
+  int nd = t->ndim;
+  char *base;
+  const int64_t *origin;
+  if (kind == RSI_EP_RELAY) {
+    const rsi_relay *r = &plan->relays[index];
+    origin = plan->boxes.v + r->box;
+    rsi_box_dense_strides(nd, origin + nd, strides);
+    base = w->relay + r->staging_offset;
+  } else {
+    const rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC
+                                                          : RS_SIDE_DST];
+    const rsi_shard *s = &side->shards[index];
+    origin = rsi_shard_offset(&side->pool, s);
+    memcpy(strides, rsi_shard_strides(&side->pool, s, nd),
+           (size_t)nd * sizeof *strides);
+    base = (char *)side->buffers[side->rank_first[s->rank] + s->buffer].ptr +
+           s->byte_offset;
+  }
+  int64_t off = 0;
+  for (int d = 0; d < nd; d++) off += (moff[d] - origin[d]) * strides[d];
+  return base + off * t->esize;
+}
+
+/* ---- batches of copies ------------------------------------------------------ */
+
+/* A new copy in the batch, of the whole box of move m. */
+static rs_status add_copy(rsi_driver *d, const where *w, const rsi_move *m,
+                          rsi_copy **out, rsi_err *err) {
+  RSI_TRY(rsi_grow((void **)&d->batch, &d->cap_batch, d->nbatch + 1,
+                   sizeof *d->batch, 64, err));
+  rsi_copy *c = &d->batch[d->nbatch++];
+  const rsi_tensor *t = &w->plan->tensors[m->tensor];
+  c->ndim = t->ndim;
+  c->esize = t->esize;
+  memcpy(c->extent, rsi_move_extent(w->plan, m),
+         (size_t)t->ndim * sizeof *c->extent);
+  c->lo = 0;
+  rsi_box_volume(t->ndim, c->extent, &c->hi);
+  *out = c;
+  return RS_OK;
+}
+
+/* Move m between its memory at one end and a dense stream at `dense`
+ * (pack: memory to stream; else stream to memory). */
+static rs_status stream_copy(rsi_driver *d, const where *w, const rsi_move *m,
+                             char *dense, bool pack, rsi_err *err) {
+  rsi_copy *c;
+  RSI_TRY(add_copy(d, w, m, &c, err));
+  char *mem = endpoint(w, m, pack, pack ? c->src_strides : c->dst_strides);
+  c->dense_dst = pack;
+  c->dense_src = !pack;
+  c->dst = pack ? dense : mem;
+  c->src = pack ? mem : dense;
+  return RS_OK;
+}
+
+/* A segment's moves between their memory and a stream in which each move
+ * is 16-aligned. */
+static rs_status stream_segment(rsi_driver *d, const where *w,
+                                const rsi_segment *g, char *stream, bool pack,
+                                rsi_err *err) {
+  int64_t at = 0;
+  for (int64_t i = g->first; i < g->first + g->n; i++) {
+    const rsi_move *m = &w->plan->moves[i];
+    at = RSI_ALIGN16(at);
+    RSI_TRY(stream_copy(d, w, m, stream + at, pack, err));
+    at += m->bytes;
+  }
+  return RS_OK;
+}
+
+/* A move inside one rank: memory to memory. */
+static rs_status local_copy(rsi_driver *d, const where *w, const rsi_move *m,
+                            rsi_err *err) {
+  rsi_copy *c;
+  RSI_TRY(add_copy(d, w, m, &c, err));
+  c->dense_dst = c->dense_src = false;
+  c->src = endpoint(w, m, true, c->src_strides);
+  c->dst = endpoint(w, m, false, c->dst_strides);
+  return RS_OK;
+}
+
+static rs_status flush(rsi_driver *d, rs_context *ctx, void *queue,
+                       rsi_err *err) {
+  rsi_engine *eng = ctx->engine;
+  rs_status st = RS_OK;
+  if (d->nbatch) st = eng->ops->copy(eng, d->batch, d->nbatch, queue, err);
+  d->nbatch = 0;
+  return st;
+}
+
+/* ---- steps ---------------------------------------------------------------- */
+
+static uint64_t step_tag(const rsi_step *s) {
+  return (uint64_t)s->round * 2 + (uint64_t)s->stage;
+}
+
+static char *half_of(const rsi_part *p, int64_t i) {
+  return p->staging + (i % 2) * p->s.half;
+}
+
+/* The relay slots step i uses: its own half's (stage 0), or those of the
+ * step before it (stage 1 forwards what arrived there). */
+static where where_of(const rs_plan *plan, const rsi_part *p, int64_t i) {
+  const rsi_step *s = &p->s.steps[i];
+  return (where){plan, s->stage == 0 || i == 0 ? half_of(p, i)
+                                               : half_of(p, i - 1)};
+}
+
+/* Make room for the arrivals of step i before anything is posted: the
+ * transport may write their views later, so they must not move. */
+static rs_status reserve_arrivals(const rs_plan *plan, rsi_part *p, int64_t i,
+                                  rsi_err *err) {
+  const rsi_step *s = &p->s.steps[i];
+  int h = (int)(i % 2);
+  int64_t n = 0;
+  for (int64_t k = s->first; k < s->first + s->n; k++) {
+    const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
+    if (msg->dst_rank != p->s.rank || msg->src_rank == p->s.rank) continue;
+    for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
+      rsi_segment g = rsi_segment_at(plan, msg, j);
+      n++;
+      j += g.n;
+    }
+  }
+  p->narrivals[h] = 0;
+  return rsi_grow((void **)&p->arrivals[h], &p->cap_arrivals[h], n,
+                  sizeof *p->arrivals[h], 16, err);
+}
+
+static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
+                            int64_t i, void *queue, rsi_err *err) {
+  const rsi_step *s = &p->s.steps[i];
+  rsi_transport *tp = plan->ctx->transport;
+  int me = p->s.rank, h = (int)(i % 2);
+  uint64_t tag = step_tag(s);
+  where w = where_of(plan, p, i);
+  char *seg = half_of(p, i) + s->relay_bytes;
+  int64_t at = 0;
+  RSI_TRY(reserve_arrivals(plan, p, i, err));
+  for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
+    const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
+    if (msg->dst_rank != me || msg->src_rank == me) continue;
+    for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
+      rsi_segment g = rsi_segment_at(plan, msg, j);
+      rsi_arrival *a = &p->arrivals[h][p->narrivals[h]++];
+      *a = (rsi_arrival){g, NULL, false};
+      if (rsi_segment_staging(plan, &g, false) == 0) { /* straight in */
+        int64_t strides[RS_MAX_DIMS];
+        char *into = endpoint(&w, &plan->moves[j], false, strides);
+        a->in_place = true;
+        RSI_TRY(tp->ops->recv(tp, h, me, msg->src_rank, tag, into,
+                              (size_t)g.bytes, NULL, err));
+      } else {
+        RSI_TRY(tp->ops->recv(tp, h, me, msg->src_rank, tag, seg + at,
+                              (size_t)g.bytes, &a->view, err));
+        at += RSI_ALIGN64(g.bytes);
+      }
+      j += g.n;
+    }
+  }
+  /* Pack every send of the step and copy its moves inside the rank, in one
+   * batch; then post the sends. */
+  int64_t pack_at = at;
+  for (int64_t k = s->first; k < s->first + s->n; k++) {
+    const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
+    if (msg->src_rank != me) continue;
+    for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
+      if (msg->dst_rank == me) {
+        RSI_TRY(local_copy(d, &w, &plan->moves[j], err));
+        j++;
+        continue;
+      }
+      rsi_segment g = rsi_segment_at(plan, msg, j);
+      if (rsi_segment_staging(plan, &g, true) != 0) {
+        RSI_TRY(stream_segment(d, &w, &g, seg + pack_at, true, err));
+        pack_at += RSI_ALIGN64(g.bytes);
+      }
+      j += g.n;
+    }
+  }
+  RSI_TRY(flush(d, plan->ctx, queue, err));
+  for (int64_t k = s->first; k < s->first + s->n; k++) {
+    const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
+    if (msg->src_rank != me || msg->dst_rank == me) continue;
+    for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
+      rsi_segment g = rsi_segment_at(plan, msg, j);
+      const char *from;
+      if (rsi_segment_staging(plan, &g, true) == 0) {
+        int64_t strides[RS_MAX_DIMS];
+        from = endpoint(&w, &plan->moves[j], true, strides);
+      } else {
+        from = seg + at;
+        at += RSI_ALIGN64(g.bytes);
+      }
+      RSI_TRY(tp->ops->send(tp, h, me, msg->dst_rank, tag, from,
+                            (size_t)g.bytes, err));
+      j += g.n;
+    }
+  }
+  return RS_OK;
+}
+
+static rs_status finish_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
+                             int64_t i, void *queue, rsi_err *err) {
+  int h = (int)(i % 2);
+  where w = where_of(plan, p, i);
+  for (int64_t a = 0; a < p->narrivals[h]; a++) {
+    const rsi_arrival *in = &p->arrivals[h][a];
+    if (!in->in_place)
+      RSI_TRY(stream_segment(d, &w, &in->seg, (char *)in->view, false, err));
+  }
+  p->narrivals[h] = 0;
+  return flush(d, plan->ctx, queue, err);
+}
+
+/* Whether step `next` may begin while the steps [oldest, next) are in
+ * flight: at most one is, and the next reads only source shards while the
+ * one in flight forwards nothing from relay slots in the half it would
+ * take. */
+static bool may_begin(const rsi_part *p) {
+  int64_t in_flight = p->next - p->oldest;
+  if (in_flight == 0) return true;
+  if (in_flight > 1) return false;
+  const rsi_step *n = &p->s.steps[p->next], *o = &p->s.steps[p->oldest];
+  return n->stage == 0 && !n->reads_dst && !o->reads_relay;
+}
+
+static rs_status advance(rs_plan *plan, rsi_driver *d, rsi_part *p,
+                         void *queue, bool *progress, rsi_err *err) {
+  while (p->next < p->s.nsteps && may_begin(p)) {
+    if (p->next == p->oldest) p->since = rsi_now_ms();
+    RSI_TRY(begin_step(plan, d, p, p->next, queue, err));
+    p->next++;
+    *progress = true;
+  }
+  if (p->oldest == p->next) return RS_OK;
+  bool done = false;
+  RSI_TRY(rsi_guard_check(plan, p->s.rank, (int)(p->oldest % 2), p->since,
+                          &done, err));
+  if (!done) return RS_OK;
+  RSI_TRY(finish_step(plan, d, p, p->oldest, queue, err));
+  p->oldest++;
+  p->since = rsi_now_ms();
+  *progress = true;
+  return RS_OK;
+}
+
+rs_status rsi_driver_pass(rs_plan *plan, rsi_driver *d, void *queue,
+                          bool *finished, bool *progress, rsi_err *err) {
+  *finished = true;
+  *progress = false;
+  for (int k = 0; k < d->nparts; k++) {
+    rsi_part *p = &d->parts[k];
+    RSI_TRY(advance(plan, d, p, queue, progress, err));
+    *finished &= p->oldest == p->s.nsteps;
+  }
+  return RS_OK;
+}
