@@ -223,6 +223,15 @@ static rs_status report(rs_plan *plan, const notice *via, rsi_err *err) {
   rs_context *ctx = plan->ctx;
   rs_status st = ctx->cause_status == RS_ERR_TIMEOUT ? RS_ERR_TIMEOUT
                                                       : RS_ERR_TRANSPORT;
+  if (ctx->cause_rank == ctx->rank) /* our own wait stands: a peer gave up
+                                       on this rank while it waited too */
+    return RSI_FAIL(err, st,
+                    "rank %d: no answer from rank %d (rank %d gave up "
+                    "waiting for this rank meanwhile); the transfer is "
+                    "abandoned",
+                    ctx->rank,
+                    ctx->culprit >= 0 ? ctx->culprit : via ? via->from : -1,
+                    via ? via->from : -1);
   char waited[64] = "", passed[48] = "";
   if (ctx->culprit == ctx->rank)
     snprintf(waited, sizeof waited, ", waiting for this rank");

@@ -546,10 +546,13 @@ static rs_status deliver_bounded(planner *p, const int64_t *off,
                                  int domain, int64_t nneed) {
   int64_t vol;
   rsi_box_volume(p->ndim, ext, &vol);
-  /* One unit must fit an empty round: the sender, the first receiver (and
-   * its relay slot) and the forwards to the other needers each charge the
-   * piece 64-aligned (plan_rounds.c). */
-  int64_t limit = p->plan->round_capacity / (nneed + 2) / 64 * 64;
+  /* One unit must fit an empty round (plan_rounds.c charges each end
+   * 64-aligned): a lone needer is charged the piece once at each end; a
+   * first receiver that forwards to the others is charged its receive, a
+   * relay slot when it needs one, and a send per forward. Pieces are kept
+   * to at most half a round even so, which packs rounds better. */
+  int64_t limit = p->plan->round_capacity / (nneed < 2 ? 2 : nneed + 2);
+  limit = limit / 64 * 64;
   if (limit < 64) limit = 64;
   if (vol * p->esize <= limit) return deliver(p, off, ext, g, domain, nneed);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run a representative subset of the tests under valgrind memcheck: the
-# bad-input catalog (both parts), the API, wire-format and in-process
+# bad-input catalog (every API area), the API, wire-format and in-process
 # execution suites (Criterion, one worker at a time, followed across its
 # fork/exec with --trace-children=yes), the README quickstart, the fuzz
 # seeds, and MPI runs (soak, a layout mismatch, a corrupted message) with
@@ -47,20 +47,20 @@ mpi_vg=(mpirun "${mpirun_flags[@]}" -x LD_PRELOAD="$root/$build/libkeep_dlopened
   -x RESHARD_MPI_MODULE -x OMPI_MCA_btl_vader_single_copy_mechanism)
 
 # name|command (run from the build folder)
-parts=(
-  "test_bad_input|${vg[*]} tests/test_bad_input --jobs=1"
-  "test_bad_input_more|${vg[*]} tests/test_bad_input_more --jobs=1"
-  "test_exec|${vg[*]} tests/test_exec --jobs=1"
-  "test_api|${vg[*]} tests/test_api --jobs=1"
-  "test_wire|${vg[*]} tests/test_wire --jobs=1"
+parts=()
+for t in bad_layout bad_context bad_settings bad_plan bad_buffers bad_wire \
+    bad_lifetime bad_mpi_entry test_exec test_api test_wire; do
+  parts+=("$t|${vg[*]} tests/unit/$t --jobs=1")
+done
+parts+=(
   "quickstart|${vg[*]} examples/quickstart"
   "fuzz_seeds|for t in fuzz_wire fuzz_layout fuzz_plan; do ${vg[*]} tests/fuzz/\${t}_replay $root/tests/fuzz/corpus/\$t/seed-* || exit 1; done"
 )
 if [ -x "$build/tests/soak/rel_soak" ]; then
   parts+=(
     "mpi_soak|${mpi_vg[*]} -np 2 ${vg[*]} tests/soak/rel_soak --iterations 30 --tolerance-kib 1000000"
-    "mpi_other_layout|sh $root/tests/faults/run_fault.sh 3 300 1 ${mpi_vg[*]} -np 3 ${vg[*]} tests/faults/rel_fault other_layout --timeout-ms 20000"
-    "mpi_corrupt|sh $root/tests/faults/run_fault.sh 3 300 1 ${mpi_vg[*]} -np 3 ${vg[*]} tests/faults/rel_fault corrupt --timeout-ms 20000"
+    "mpi_other_layout|sh $root/tests/mpi/run_fault.sh 3 300 1 ${mpi_vg[*]} -np 3 ${vg[*]} tests/mpi/mpi_victim other_layout --timeout-ms 20000"
+    "mpi_corrupt|sh $root/tests/mpi/run_fault.sh 3 300 1 ${mpi_vg[*]} -np 3 ${vg[*]} tests/mpi/mpi_victim corrupt --timeout-ms 20000"
   )
 fi
 

@@ -51,10 +51,11 @@ typedef struct rsi_transport_ops {
   rs_status (*send)(rsi_transport *t, int group, int from, int to,
                     uint64_t tag, const void *data, size_t bytes,
                     rsi_err *err);
-  /* Receive into buf. When view is not NULL the transport may instead set
-   * *view to the sender's bytes in place (valid until this receive's group
-   * is found done and the next step begins; the in-process transport does
-   * this); otherwise it sets *view = buf. */
+  /* Receive into buf; when view is not NULL, *view tells where the bytes
+   * will be once the group is done. Both transports of today set it to
+   * buf; a transport that can show the receiver the sender's bytes in
+   * place may point it there instead (valid until the receiver's next step
+   * in that group begins), saving the executor's unpack a copy. */
   rs_status (*recv)(rsi_transport *t, int group, int to, int from,
                     uint64_t tag, void *buf, size_t bytes, const void **view,
                     rsi_err *err);

@@ -19,13 +19,13 @@
  *     destination byte no shard covers is untouched, and a second execution
  *     after the sources changed delivers the new values. */
 #include "fuzz_common.h"
+#include "rt_value.h"
 
 #define MAXW 8
 #define MAXT 3
 #define MAXS 12 /* shard operations per side */
 #define MAXREC 128
 #define NBUF 3
-#define POISON 0xA5u
 #define EXEC_MAX_ELEMS 4096
 #define EXEC_MAX_BYTES (1 << 20)
 
@@ -66,13 +66,6 @@ static const rs_dtype dtypes[] = {
     RS_DTYPE_U32, RS_DTYPE_I32,  RS_DTYPE_U64,     RS_DTYPE_I64,
     RS_DTYPE_F16, RS_DTYPE_BF16, RS_DTYPE_F32,     RS_DTYPE_F64,
     RS_DTYPE_F8_E4M3, RS_DTYPE_F8_E5M2, RS_DTYPE_BOOL};
-
-static uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 static int64_t last_elem(int ndim, const int64_t *ext, const int64_t *st) {
   int64_t last = 0;
@@ -353,13 +346,6 @@ static void check_queries(world *w, rs_plan *plan) {
   rs_free(json);
 }
 
-static uint64_t value(int gen, int t, int64_t lin, int esize) {
-  uint64_t v = mix(((uint64_t)(unsigned)gen << 40) ^ ((uint64_t)t << 32) ^
-                   (uint64_t)lin);
-  if (esize < 8) v &= ((uint64_t)1 << (8 * esize)) - 1;
-  return v;
-}
-
 /* Visit every element of a shard: its global linear index and its byte
  * position in the buffer. */
 typedef void (*visit_fn)(void *arg, int64_t lin, int64_t at);
@@ -390,14 +376,15 @@ typedef struct vis {
 
 static void store(void *arg, int64_t lin, int64_t at) {
   vis *v = arg;
-  uint64_t x = value(v->gen, v->t, lin, v->esize);
-  for (int i = 0; i < v->esize; i++) v->buf[at + i] = (unsigned char)(x >> (8 * i));
+  rt_store(v->buf + at, (size_t)v->esize,
+           rt_value((uint64_t)v->gen, (uint64_t)v->t, lin, (size_t)v->esize));
 }
 
 static void check(void *arg, int64_t lin, int64_t at) {
   vis *v = arg;
-  uint64_t want = value(v->gen, v->t, lin, v->esize), got = 0;
-  for (int i = 0; i < v->esize; i++) got |= (uint64_t)v->buf[at + i] << (8 * i);
+  uint64_t want = rt_value((uint64_t)v->gen, (uint64_t)v->t, lin,
+                           (size_t)v->esize);
+  uint64_t got = rt_load(v->buf + at, (size_t)v->esize);
   FZ_CHECK(got == want, "%s: tensor t%d element %lld holds %llx, want %llx",
            v->where, v->t, (long long)lin, (unsigned long long)got,
            (unsigned long long)want);
@@ -425,7 +412,7 @@ static void execute_and_verify(world *w, rs_plan *plan) {
         if (!n) continue;
         buf[s][r][b] = malloc((size_t)n);
         FZ_CHECK(buf[s][r][b] != NULL, "malloc");
-        memset(buf[s][r][b], POISON, (size_t)n);
+        memset(buf[s][r][b], RT_POISON, (size_t)n);
         if (s == RS_SIDE_DST) cov[r][b] = calloc((size_t)n, 1);
         /* one byte short is refused; exactly enough is accepted */
         rs_status st = rs_plan_bind(plan, (rs_side)s, r, b, buf[s][r][b],
@@ -458,7 +445,7 @@ static void execute_and_verify(world *w, rs_plan *plan) {
     for (int r = 0; r < w->size; r++)
       for (int b = 0; b < NBUF; b++)
         for (int64_t i = 0; i < w->s[1].used[r][b]; i++)
-          FZ_CHECK(cov[r][b][i] || buf[1][r][b][i] == POISON,
+          FZ_CHECK(cov[r][b][i] || buf[1][r][b][i] == RT_POISON,
                    "rank %d buffer %d: byte %lld outside every shard was "
                    "written",
                    r, b, (long long)i);

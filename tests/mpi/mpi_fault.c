@@ -14,28 +14,22 @@
  * handles and reach MPI_Finalize. */
 #include "mpi_harness.h"
 
+#include "rt_value.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The layouts of every mode: one int32 tensor of (b np) x (b np), Shard(0)
- * on every rank -> Shard(1) on every rank: every rank sends a b x b block
- * to every other (b = 4: 64 bytes, small enough to go eagerly; b = 256:
- * 256 KiB, sent by rendezvous). `shift` moves the destination split: rank 0
- * gets `shift` more columns, rank 1 fewer. */
+/* The layouts of every mode: the all-to-all reshard (h_a2a) of an int32
+ * tensor, every rank sending a b x b block to every other (b = 4: 64 bytes,
+ * small enough to go eagerly; b = 256: 256 KiB, sent by rendezvous).
+ * `shift` moves the destination split: rank 0 gets `shift` more columns,
+ * rank 1 fewer. */
 static int g_block = 4; /* rows and columns of the block two ranks swap */
 
 static void build_model(hmodel *m, const char *name, int shift) {
   h_model_init(m);
-  int b = g_block, n = b * h_np;
-  int t = h_tensor(m, name, RS_DTYPE_I32, 2, (int64_t[]){n, n});
-  h_dtensor_1d(m, RS_SIDE_SRC, t, 0, h_np, 0, 0);
-  for (int r = 0; r < h_np; r++) {
-    int64_t lo = b * r + (r >= 1 ? shift : 0);
-    int64_t hi = b * (r + 1) + (r == 0 ? shift : 0);
-    h_shard(m, RS_SIDE_DST, t, r, (int64_t[]){0, lo}, (int64_t[]){n, hi - lo},
-            0, 0, 0, NULL);
-  }
+  h_a2a(m, name, RS_DTYPE_I32, g_block, shift);
 }
 
 /* ---- mismatch ------------------------------------------------------------ */
@@ -84,7 +78,7 @@ static void expect_mismatch(hcase *c, const hmodel *m, int rank,
          dt);
   for (int k = 0; k < H_MAXB; k++)
     for (size_t i = 0; db.p[k] && i < db.n[k]; i++)
-      if (!EXPECT(c, db.p[k][i] == 0xA5,
+      if (!EXPECT(c, db.p[k][i] == RT_POISON,
                   "destination buffer %d byte %zu was written (%#x) though "
                   "the ranks disagree",
                   k, i, db.p[k][i]))

@@ -1,4 +1,8 @@
+/* The MPI harness (mpi_harness.h): case bookkeeping, the layout model,
+ * buffers and their values, one end-to-end transfer. */
 #include "mpi_harness.h"
+
+#include "rt_value.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -127,16 +131,20 @@ rs_status h_context(MPI_Comm comm, int64_t timeout_ms, rs_context **out) {
   return st;
 }
 
-static uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+uint64_t h_rand(hrng *r) { return rt_rand(&r->s); }
 
-uint64_t h_rand(hrng *r) {
-  r->s += 0x9E3779B97F4A7C15ull;
-  return mix64(r->s);
+long h_vmrss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "VmRSS:", 6) == 0) {
+      kib = strtol(line + 6, NULL, 10);
+      break;
+    }
+  fclose(f);
+  return kib;
 }
 
 int64_t h_range(hrng *r, int64_t lo, int64_t hi) {
@@ -207,9 +215,11 @@ void h_shard(hmodel *m, int side, int tensor, int rank, const int64_t *off,
   memcpy(s->ext, ext, (size_t)nd * sizeof *ext);
   s->strided = strides != NULL;
   if (strides) memcpy(s->str, strides, (size_t)nd * sizeof *strides);
-  s->byte_offset = byte_offset == H_APPEND
-                       ? h_buffer_end(m, side, rank, buffer) + gap
-                       : byte_offset;
+  if (byte_offset == H_APPEND) {
+    int64_t end = h_buffer_end(m, side, rank, buffer), al = m->align;
+    byte_offset = (al > 1 ? (end + al - 1) / al * al : end) + gap;
+  }
+  s->byte_offset = byte_offset;
   m->ns[side]++;
 }
 
@@ -245,6 +255,21 @@ rs_status h_dtensor_1d(hmodel *m, int side, int tensor, int first, int n,
   for (int i = 0; i < n; i++) ranks[i] = first + i;
   int64_t shape = n;
   return h_dtensor(m, side, tensor, 1, &shape, ranks, &placement, buffer);
+}
+
+int h_a2a(hmodel *m, const char *name, rs_dtype dtype, int block,
+          int shift) {
+  int64_t n = (int64_t)block * h_np;
+  int t = h_tensor(m, name, dtype, 2, (int64_t[]){n, n});
+  for (int r = 0; r < h_np; r++) {
+    int64_t lo = (int64_t)block * r + (r >= 1 ? shift : 0);
+    int64_t hi = (int64_t)block * (r + 1) + (r == 0 ? shift : 0);
+    h_shard(m, RS_SIDE_SRC, t, r, (int64_t[]){(int64_t)block * r, 0},
+            (int64_t[]){block, n}, 0, 0, 0, NULL);
+    h_shard(m, RS_SIDE_DST, t, r, (int64_t[]){0, lo}, (int64_t[]){n, hi - lo},
+            0, 0, 0, NULL);
+  }
+  return t;
 }
 
 bool h_rank_holds(const hmodel *m, int side, int rank) {
@@ -315,18 +340,6 @@ rs_status h_bind(rs_plan *plan, const hmodel *m, int side, const hbufs *b) {
   return RS_OK;
 }
 
-/* Byte k of element lin of tensor t in generation gen; never 0xA5, so a
- * byte left poisoned is always caught. */
-static void value_bytes(uint64_t gen, int t, int64_t lin, size_t esize,
-                        unsigned char *out) {
-  uint64_t h = mix64(gen * 0xD6E8FEB86659FD93ull ^ ((uint64_t)t << 44) ^
-                     (uint64_t)lin);
-  for (size_t k = 0; k < esize; k++) {
-    unsigned char v = (unsigned char)(h >> (8 * k));
-    out[k] = v == 0xA5 ? 0x5A : v;
-  }
-}
-
 /* Walk every element of a shard: its global row-major index and its byte
  * offset in the buffer. */
 typedef void (*elem_fn)(void *arg, int64_t lin, int64_t at,
@@ -359,52 +372,57 @@ static void walk(const hmodel *m, const hshard *s, elem_fn fn, void *arg) {
   }
 }
 
-typedef struct fill_arg {
+/* What a visitor of one shard's elements works on. */
+typedef struct elem_arg {
+  hcase *c;
+  const hmodel *m;
+  const hshard *s;
   unsigned char *buf;
   uint64_t gen;
-  int t;
   size_t esize;
-} fill_arg;
+  int64_t bad, right, poisoned; /* counts */
+} elem_arg;
+
+/* Visit every shard of this rank on one side. */
+static void each_shard(const hmodel *m, const hbufs *b, int side,
+                       uint64_t gen, hcase *c, elem_fn fn, elem_arg *total) {
+  for (int i = 0; i < m->ns[side]; i++) {
+    const hshard *s = &m->s[side][i];
+    if (s->rank != h_rank) continue;
+    elem_arg a = {c, m, s, b->p[s->buffer], gen,
+                  rs_dtype_size(m->t[s->tensor].dtype), 0, 0, 0};
+    walk(m, s, fn, &a);
+    total->bad += a.bad;
+    total->right += a.right;
+    total->poisoned += a.poisoned;
+  }
+}
+
+static uint64_t want_of(const elem_arg *a, int64_t lin) {
+  return rt_value(a->gen, (uint64_t)a->s->tensor, lin, a->esize);
+}
 
 static void fill_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
-  fill_arg *a = arg;
+  elem_arg *a = arg;
   (void)g;
-  value_bytes(a->gen, a->t, lin, a->esize, a->buf + at);
+  rt_store(a->buf + at, a->esize, want_of(a, lin));
 }
 
 void h_fill(const hmodel *m, const hbufs *b, uint64_t gen) {
-  for (int i = 0; i < m->ns[RS_SIDE_SRC]; i++) {
-    const hshard *s = &m->s[RS_SIDE_SRC][i];
-    if (s->rank != h_rank) continue;
-    fill_arg a = {b->p[s->buffer], gen, s->tensor,
-                  rs_dtype_size(m->t[s->tensor].dtype)};
-    walk(m, s, fill_one, &a);
-  }
+  elem_arg total = {0};
+  each_shard(m, b, RS_SIDE_SRC, gen, NULL, fill_one, &total);
 }
 
 void h_poison(const hbufs *b) {
   for (int k = 0; k < H_MAXB; k++)
-    if (b->p[k]) memset(b->p[k], 0xA5, b->n[k]);
+    if (b->p[k]) memset(b->p[k], RT_POISON, b->n[k]);
 }
 
-typedef struct check_arg {
-  hcase *c;
-  const hmodel *m;
-  const hshard *s;
-  const unsigned char *buf;
-  unsigned char *used;
-  uint64_t gen;
-  size_t esize;
-  int64_t bad;
-} check_arg;
-
 static void check_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
-  check_arg *a = arg;
-  unsigned char want[8];
-  memset(a->used + at, 1, a->esize);
-  value_bytes(a->gen, a->s->tensor, lin, a->esize, want);
+  elem_arg *a = arg;
+  uint64_t w = want_of(a, lin), got = rt_load(a->buf + at, a->esize);
   h_elems_checked++;
-  if (memcmp(want, a->buf + at, a->esize) == 0) return;
+  if (got == w) return;
   if (a->bad++ > 0) return;
   const htensor *t = &a->m->t[a->s->tensor];
   char where[160];
@@ -412,52 +430,87 @@ static void check_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
   for (int d = 0; d < t->ndim; d++)
     n += snprintf(where + n, sizeof where - (size_t)n, "%s%lld", d ? "," : "",
                   (long long)g[d]);
-  uint64_t w = 0, got = 0;
-  for (size_t k = 0; k < a->esize; k++) {
-    w |= (uint64_t)want[k] << (8 * k);
-    got |= (uint64_t)a->buf[at + (int64_t)k] << (8 * k);
-  }
   EXPECT(a->c, false,
          "tensor '%s' element [%s] (buffer %d byte %lld) is %#llx, want "
          "%#llx%s",
          t->name, where, a->s->buffer, (long long)at,
          (unsigned long long)got, (unsigned long long)w,
-         got == 0xA5A5A5A5A5A5A5A5ull >> (64 - 8 * a->esize)
-             ? " (never written)"
-             : "");
+         got == rt_poisoned(a->esize) ? " (never written)" : "");
+}
+
+static void count_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
+  elem_arg *a = arg;
+  uint64_t got = rt_load(a->buf + at, a->esize);
+  (void)g;
+  if (got == want_of(a, lin))
+    a->right++;
+  else if (got == rt_poisoned(a->esize))
+    a->poisoned++;
+  else
+    a->bad++;
+}
+
+void h_count(const hmodel *m, const hbufs *b, uint64_t gen, int64_t *right,
+             int64_t *poisoned, int64_t *wrong) {
+  elem_arg total = {0};
+  each_shard(m, b, RS_SIDE_DST, gen, NULL, count_one, &total);
+  *right = total.right;
+  *poisoned = total.poisoned;
+  *wrong = total.bad;
+}
+
+static void mark_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
+  elem_arg *a = arg;
+  (void)lin;
+  (void)g;
+  memset(a->buf + at, 1, a->esize);
+}
+
+/* Bytes of the destination buffers that no shard of this rank uses and
+ * that are not the poison; the first of them in *first_k, *first_i. */
+static int64_t strays(const hmodel *m, const hbufs *b, int *first_k,
+                      size_t *first_i) {
+  hbufs used;
+  memset(&used, 0, sizeof used);
+  for (int k = 0; k < H_MAXB; k++)
+    if (b->p[k] && !(used.p[k] = calloc(b->n[k], 1))) abort();
+  elem_arg total = {0};
+  each_shard(m, &used, RS_SIDE_DST, 0, NULL, mark_one, &total);
+  int64_t n = 0;
+  for (int k = 0; k < H_MAXB; k++)
+    for (size_t i = 0; b->p[k] && i < b->n[k]; i++)
+      if (!used.p[k][i] && b->p[k][i] != RT_POISON && n++ == 0) {
+        *first_k = k;
+        *first_i = i;
+      }
+  for (int k = 0; k < H_MAXB; k++) free(used.p[k]);
+  return n;
+}
+
+int64_t h_stray_bytes(const hmodel *m, const hbufs *b) {
+  int k;
+  size_t i;
+  return strays(m, b, &k, &i);
 }
 
 bool h_check(hcase *c, const hmodel *m, const hbufs *b, uint64_t gen) {
-  bool ok = true;
-  unsigned char *used[H_MAXB] = {0};
-  for (int k = 0; k < H_MAXB; k++)
-    if (b->p[k] && !(used[k] = calloc(b->n[k], 1))) abort();
-  int64_t bad = 0;
-  for (int i = 0; i < m->ns[RS_SIDE_DST]; i++) {
-    const hshard *s = &m->s[RS_SIDE_DST][i];
-    if (s->rank != h_rank) continue;
-    check_arg a = {c,      m, s, b->p[s->buffer], used[s->buffer],
-                   gen,    rs_dtype_size(m->t[s->tensor].dtype), 0};
-    walk(m, s, check_one, &a);
-    bad += a.bad;
-  }
-  if (bad) {
-    ok = false;
+  elem_arg total = {0};
+  each_shard(m, b, RS_SIDE_DST, gen, c, check_one, &total);
+  if (total.bad) {
     if (c->failed) {
       size_t n = strlen(c->why);
       snprintf(c->why + n, sizeof c->why - n, " [%lld bad elements on rank %d]",
-               (long long)bad, h_rank);
+               (long long)total.bad, h_rank);
     }
+    return false;
   }
-  for (int k = 0; k < H_MAXB && ok; k++)
-    for (size_t i = 0; b->p[k] && i < b->n[k] && ok; i++)
-      if (!used[k][i])
-        ok = EXPECT(c, b->p[k][i] == 0xA5,
-                    "destination buffer %d byte %zu belongs to no shard but "
-                    "was written (%#x)",
-                    k, i, b->p[k][i]);
-  for (int k = 0; k < H_MAXB; k++) free(used[k]);
-  return ok;
+  int k = 0;
+  size_t i = 0;
+  if (strays(m, b, &k, &i) == 0) return true;
+  return EXPECT(c, false,
+                "destination buffer %d byte %zu belongs to no shard but was "
+                "written (%#x)",
+                k, i, b->p[k][i]);
 }
 
 /* ---- one transfer ------------------------------------------------------ */

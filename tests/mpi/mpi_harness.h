@@ -1,10 +1,13 @@
-/* Shared by the libreshard MPI integration programs (mpi_cases.c,
- * mpi_fault.c): named cases that every rank runs and whose results are
- * combined over MPI_COMM_WORLD, a model of a global layout (tensors and
- * every rank's shards, computed identically on every rank), layouts built
- * from it (own shards plus rs_layout_allgather, or the whole thing locally),
- * buffers filled with values derived from (generation, tensor, global
- * index) and checked element by element, and one end-to-end transfer.
+/* The one harness of the libreshard programs that run under mpiexec
+ * (mpi_cases.c, mpi_fault.c, mpi_victim.c, mpi_interleave.c here, and
+ * tests/soak/soak.c): named cases that every rank runs and whose results
+ * are combined over MPI_COMM_WORLD, a model of a global layout (tensors and
+ * every rank's shards, computed identically on every rank; the all-to-all
+ * reshard the fault programs use is one), layouts built from it (own
+ * shards plus rs_layout_allgather, or the whole thing locally), buffers
+ * filled with the values of tests/common/rt_value.h and checked or counted
+ * element by element, one end-to-end transfer, and the clock and resident
+ * memory.
  *
  * Plain C + MPI: no Criterion (it forks, which MPI does not survive). */
 #ifndef RESHARD_TESTS_MPI_HARNESS_H
@@ -66,6 +69,8 @@ bool h_run_case(const hcase_def *def);
 bool h_mentions_rank(const char *text, int r);
 double h_now(void); /* MPI_Wtime */
 void h_sleep_ms(int ms);
+/* Resident set size of this process in KiB (VmRSS), -1 if unknown. */
+long h_vmrss_kib(void);
 /* A context over comm, with RS_PARAM_TIMEOUT_MS set (timeout_ms > 0). */
 rs_status h_context(MPI_Comm comm, int64_t timeout_ms, rs_context **out);
 
@@ -99,6 +104,7 @@ typedef struct hmodel {
   int nt;
   hshard *s[2]; /* [RS_SIDE_SRC], [RS_SIDE_DST] */
   int ns[2], cap[2];
+  int64_t align; /* H_APPEND rounds up to a multiple of it (0: does not) */
 } hmodel;
 
 void h_model_init(hmodel *m);
@@ -108,7 +114,8 @@ int h_tensor(hmodel *m, const char *name, rs_dtype dtype, int ndim,
 /* One past the last byte the shards of (side, rank, buffer) touch. */
 int64_t h_buffer_end(const hmodel *m, int side, int rank, int buffer);
 /* Add a shard; strides NULL means dense row-major. byte_offset H_APPEND
- * puts it at the end of the buffer (plus gap bytes). */
+ * puts it at the end of the buffer (rounded up to m->align, plus gap
+ * bytes). */
 #define H_APPEND (-1)
 void h_shard(hmodel *m, int side, int tensor, int rank, const int64_t *off,
              const int64_t *ext, int buffer, int64_t byte_offset, int64_t gap,
@@ -123,6 +130,14 @@ rs_status h_dtensor(hmodel *m, int side, int tensor, int mesh_ndim,
 rs_status h_dtensor_1d(hmodel *m, int side, int tensor, int first, int n,
                        int placement, int buffer);
 bool h_rank_holds(const hmodel *m, int side, int rank);
+/* The all-to-all reshard: one tensor `name` of n x n, n = block np; rank r
+ * holds rows [block r, block (r+1)) in the source and columns
+ * [block r, block (r+1)) in the destination (dense, buffer 0 on both
+ * sides), so every rank sends a block x block block to every other.
+ * `shift` moves the destination split: rank 0 gets `shift` more columns,
+ * every other rank starts `shift` columns later (a layout other ranks do
+ * not have). Returns the tensor. */
+int h_a2a(hmodel *m, const char *name, rs_dtype dtype, int block, int shift);
 
 /* How to turn the model into a layout on this rank. */
 enum {
@@ -144,10 +159,17 @@ void h_bufs_alloc(const hmodel *m, int side, hbufs *b);
 void h_bufs_free(hbufs *b);
 rs_status h_bind(rs_plan *plan, const hmodel *m, int side, const hbufs *b);
 void h_fill(const hmodel *m, const hbufs *b, uint64_t gen);  /* src shards */
-void h_poison(const hbufs *b);                               /* 0xA5 */
+void h_poison(const hbufs *b);                         /* RT_POISON */
 /* Every destination element of this rank holds its value; every byte of a
- * destination buffer that no shard uses is still 0xA5. */
+ * destination buffer that no shard uses is still RT_POISON. */
 bool h_check(hcase *c, const hmodel *m, const hbufs *b, uint64_t gen);
+/* This rank's destination elements that hold their value of generation
+ * gen, that still hold the poison, and that hold anything else. */
+void h_count(const hmodel *m, const hbufs *b, uint64_t gen, int64_t *right,
+             int64_t *poisoned, int64_t *wrong);
+/* Bytes of this rank's destination buffers that no shard uses and that do
+ * not hold the poison any more. */
+int64_t h_stray_bytes(const hmodel *m, const hbufs *b);
 
 /* ---- one transfer, end to end ---------------------------------------- */
 

@@ -4,7 +4,7 @@
  *
  *   mpirun -np N mpi_interleave [--iters K] [--timeout-ms T] [--seed S]
  *
- * Every rank holds the all-to-all reshard of rel_mpi.h twice, as plans `a`
+ * Every rank holds the all-to-all reshard (h_a2a) twice, as plans `a`
  * and `b` made from identical layouts (so with identical fingerprints) into
  * buffers of their own. Before each call a rank fills its source of plan p
  * with the values of generation (iteration, p, n), n = how many times it
@@ -34,8 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../faults/rel_mpi.h"
-
 static int iters = 1000;
 static int64_t timeout_ms = 20;
 static uint64_t seed = 0;
@@ -44,8 +42,9 @@ enum { BLOCK = 4, NPLANS = 2 };
 
 typedef struct world {
   rs_context *ctx;
+  hmodel m; /* the layouts of both plans */
   rs_plan *plan[NPLANS];
-  rel_a2a a[NPLANS];
+  hbufs src[NPLANS], dst[NPLANS];
   int calls[NPLANS]; /* rs_plan_execute calls on each plan, this rank */
   int iter;
 } world;
@@ -57,24 +56,21 @@ static int gen_of(const world *w, int p) {
 static rs_status open_world(world *w, int iter) {
   memset(w, 0, sizeof *w);
   w->iter = iter;
+  h_model_init(&w->m);
+  h_a2a(&w->m, "w", RS_DTYPE_I32, BLOCK, 0);
   rs_status st = h_context(MPI_COMM_WORLD, timeout_ms, &w->ctx);
   for (int p = 0; p < NPLANS && st == RS_OK; p++) {
     rs_layout *src = NULL, *dst = NULL;
-    rel_a2a_init(&w->a[p], h_np, BLOCK);
-    st = rs_layout_create(w->ctx, &src);
-    if (st == RS_OK) st = rs_layout_create(w->ctx, &dst);
-    if (st == RS_OK)
-      st = rel_a2a_layouts(&w->a[p], src, dst, h_rank, true, 0, RS_DTYPE_I32);
+    st = h_layout(w->ctx, &w->m, RS_SIDE_SRC, H_GLOBAL, &src);
+    if (st == RS_OK) st = h_layout(w->ctx, &w->m, RS_SIDE_DST, H_GLOBAL, &dst);
     if (st == RS_OK) st = rs_plan_create(src, dst, &w->plan[p]);
     rs_layout_destroy(src);
     rs_layout_destroy(dst);
-    if (st == RS_OK)
-      st = rs_plan_bind(w->plan[p], RS_SIDE_SRC, h_rank, 0, w->a[p].src,
-                        rel_a2a_src_bytes(&w->a[p]));
-    if (st == RS_OK)
-      st = rs_plan_bind(w->plan[p], RS_SIDE_DST, h_rank, 0, w->a[p].dst,
-                        rel_a2a_dst_bytes(&w->a[p]));
-    rel_a2a_poison(&w->a[p]);
+    h_bufs_alloc(&w->m, RS_SIDE_SRC, &w->src[p]);
+    h_bufs_alloc(&w->m, RS_SIDE_DST, &w->dst[p]);
+    h_poison(&w->dst[p]);
+    if (st == RS_OK) st = h_bind(w->plan[p], &w->m, RS_SIDE_SRC, &w->src[p]);
+    if (st == RS_OK) st = h_bind(w->plan[p], &w->m, RS_SIDE_DST, &w->dst[p]);
   }
   return st;
 }
@@ -82,9 +78,11 @@ static rs_status open_world(world *w, int iter) {
 static void close_world(world *w) {
   for (int p = 0; p < NPLANS; p++) {
     rs_plan_destroy(w->plan[p]);
-    if (w->a[p].src) rel_a2a_free(&w->a[p]);
+    h_bufs_free(&w->src[p]);
+    h_bufs_free(&w->dst[p]);
   }
   rs_context_destroy(w->ctx);
+  h_model_free(&w->m);
 }
 
 typedef struct outcome {
@@ -98,7 +96,7 @@ typedef struct outcome {
 static outcome run(world *w, int p) {
   outcome o = {RS_OK, 0, 0, ""};
   int gen = gen_of(w, p);
-  rel_a2a_fill(&w->a[p], h_rank, gen);
+  h_fill(&w->m, &w->src[p], (uint64_t)gen);
   w->calls[p]++;
   double t0 = h_now();
   o.st = rs_plan_execute(w->plan[p]);
@@ -108,7 +106,7 @@ static outcome run(world *w, int p) {
     return o;
   }
   int64_t right, poisoned;
-  rel_a2a_count(&w->a[p], h_rank, gen, &right, &poisoned, &o.wrong);
+  h_count(&w->m, &w->dst[p], (uint64_t)gen, &right, &poisoned, &o.wrong);
   o.wrong += poisoned;
   return o;
 }
@@ -133,11 +131,15 @@ static void judge(hcase *c, const outcome *o, const char *what) {
          "%s: %s names no peer: %s", what, rs_status_name(o->st), o->msg);
 }
 
-static void agree_both(hcase *c, world *w) {
+/* The first execution of each plan, in the same order everywhere (the
+ * agreement pairs the plans). `must`: it has to succeed; in the random
+ * sequences, whose timeout is short enough for a loaded machine to miss,
+ * only the bytes are judged. */
+static void agree_both(hcase *c, world *w, bool must) {
   for (int p = 0; p < NPLANS; p++) {
     outcome o = run(w, p);
     judge(c, &o, "first execution");
-    h_ok(c, o.st, w->ctx, "first execution");
+    if (must) h_ok(c, o.st, w->ctx, "first execution");
   }
 }
 
@@ -147,7 +149,7 @@ static void swapped_order(hcase *c) {
   timeout_ms = 1000;
   rs_status opened = open_world(&w, 0);
   if (!h_ok(c, opened, w.ctx, "setup")) return;
-  agree_both(c, &w);
+  agree_both(c, &w, true);
   if (!h_all_ok(c)) return close_world(&w);
   int order[NPLANS] = {h_rank == 0 ? 0 : 1, h_rank == 0 ? 1 : 0};
   for (int k = 0; k < NPLANS; k++) {
@@ -174,7 +176,7 @@ static void stray_call(hcase *c) {
   timeout_ms = 500;
   rs_status opened = open_world(&w, 0);
   if (!h_ok(c, opened, w.ctx, "setup")) return;
-  agree_both(c, &w);
+  agree_both(c, &w, true);
   if (!h_all_ok(c)) return close_world(&w);
   int stray = h_np - 1;
   if (h_rank == stray) {
@@ -203,7 +205,7 @@ static void interleavings(hcase *c) {
     world w;
     rs_status opened = open_world(&w, it);
     h_ok(c, opened, w.ctx, "setup");
-    agree_both(c, &w);
+    agree_both(c, &w, false);
     bool deviated = false;
     int steps = (int)h_range(&rng, 1, 5);
     for (int s = 0; s < steps; s++) {

@@ -8,9 +8,6 @@
 #include "rt_harness.h"
 #include "rt_util.h"
 
-#define I64(...) ((const int64_t[]){__VA_ARGS__})
-#define INTS(...) ((const int[]){__VA_ARGS__})
-
 static const int64_t NO_STAGING_LIMIT = 256LL << 20;
 
 Test(exec, tp2_to_tp4_rows) {

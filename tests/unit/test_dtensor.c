@@ -7,9 +7,6 @@
 
 #include "rt_util.h"
 
-#define I64(...) ((const int64_t[]){__VA_ARGS__})
-#define INTS(...) ((const int[]){__VA_ARGS__})
-
 /* The box of coord on a 1-D mesh of n sharding dim 0 of a 1-D tensor. */
 static void box1(int64_t size, int64_t n, int64_t coord, int64_t *off,
                  int64_t *ext) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "report.h"
-#include "tools_fixtures.h"
+#include "tiny_models.h"
 
 /* NVLink 100 GB/s, NIC 10 GB/s, latencies 1 us / 2 us, domains of 2. */
 static rt_cluster lab(void) {

@@ -4,11 +4,10 @@
 #include <criterion/criterion.h>
 
 #include "box.h"
+#include "rt_util.h"
 
 #include <stdint.h>
 #include <string.h>
-
-#define I64(...) ((const int64_t[]){__VA_ARGS__})
 
 /* ---------------------------------------------------------------- volume */
 

@@ -1,10 +1,11 @@
 /* libreshard over MPI when a process fails: what the others see.
  *
- *   mpirun --enable-recovery -np N fault MODE [--timeout-ms T] [--block B]
+ *   mpirun --enable-recovery -np N mpi_victim MODE [--timeout-ms T]
+ *                                                  [--block B]
  *
- * Every mode runs the all-to-all reshard of rel_mpi.h (each rank sends a
- * B x B int32 block to every other) with RS_PARAM_TIMEOUT_MS = T, and makes
- * one rank, the victim (the last rank), misbehave:
+ * Every mode runs the all-to-all reshard of the MPI harness (h_a2a: each
+ * rank sends a B x B int32 block to every other) with RS_PARAM_TIMEOUT_MS
+ * = T, and makes one rank, the victim (the last rank), misbehave:
  *
  *   dies_in_agreement the victim exits (no MPI_Finalize) right after it
  *                     posts its first message of the execution (a plan
@@ -46,16 +47,20 @@
  *
  * Each rank that is alive at the end prints one line
  *   FAULT-PASS mode=.. rank=.. status=.. elapsed_ms=.. second=..
- * or FAULT-FAIL with the reason; run_fault.sh counts them. The fault hooks
- * are set with setenv on the victim alone, before its context is created
- * (the MPI module reads them then). */
-#include "rel_mpi.h"
+ * or FAULT-FAIL with the reason; run_fault.sh counts them (a process may
+ * die on purpose here, so the verdict cannot be a collective like the
+ * cases of mpi_fault.c). The fault hooks are set with setenv on the victim
+ * alone, before its context is created (the MPI module reads them then). */
+#include "mpi_harness.h"
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-static int me, np, victim;
+static int victim;
 static const char *mode;
 static int64_t timeout_ms = 2000;
 static int block = 64;
@@ -78,26 +83,20 @@ static bool is(const char *m) { return strcmp(mode, m) == 0; }
 
 /* Another thread: abort the context 200 ms from now. */
 static void *abort_later(void *ctx) {
-  rel_sleep_ms(200);
+  h_sleep_ms(200);
   rs_context_abort((rs_context *)ctx);
   return NULL;
 }
 
-static bool names_rank(const char *msg, int r) {
-  char want[32];
-  snprintf(want, sizeof want, "rank %d", r);
-  for (const char *p = msg; (p = strstr(p, want)) != NULL; p++) {
-    char next = p[strlen(want)];
-    if (next < '0' || next > '9') return true;
-  }
-  return false;
-}
+static double now_ms(void) { return h_now() * 1e3; }
 
 typedef struct run {
   rs_context *ctx;
   rs_layout *src, *dst;
   rs_plan *plan;
-  rel_a2a a;
+  hmodel m;
+  hbufs sb, db;     /* this rank's source and destination buffers */
+  int64_t elems;    /* this rank's destination elements */
   rs_status st, second;
   double elapsed_ms, second_ms;
   char msg[1024], second_msg[1024];
@@ -105,7 +104,7 @@ typedef struct run {
 
 static void die(const char *what, rs_status st, rs_context *ctx) {
   fprintf(stderr, "FAULT-FAIL mode=%s rank=%d: setup: %s: %s (%s)\n", mode,
-          me, what, rs_status_name(st), rs_context_last_error(ctx));
+          h_rank, what, rs_status_name(st), rs_context_last_error(ctx));
   fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 2);
 }
@@ -115,18 +114,15 @@ static void die(const char *what, rs_status st, rs_context *ctx) {
 /* Half the data messages the victim sends in the dies_mid plan (several
  * rounds: the small staging setting cuts it), from the same plan made on
  * an in-process context. */
-static int mid_sends(void) {
+static int mid_sends(const hmodel *m) {
   rs_context *ctx = NULL;
   rs_layout *src = NULL, *dst = NULL;
   rs_plan *plan = NULL;
-  rel_a2a a;
   int64_t msgs = 2, rounds = 0;
-  rel_a2a_init(&a, np, block);
-  if (rs_context_create_local(np, &ctx) == RS_OK &&
+  if (rs_context_create_local(h_np, &ctx) == RS_OK &&
       rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES, MID_STAGING) == RS_OK &&
-      rs_layout_create(ctx, &src) == RS_OK &&
-      rs_layout_create(ctx, &dst) == RS_OK &&
-      rel_a2a_layouts(&a, src, dst, 0, true, 0, RS_DTYPE_I32) == RS_OK &&
+      h_layout(ctx, m, RS_SIDE_SRC, H_GLOBAL, &src) == RS_OK &&
+      h_layout(ctx, m, RS_SIDE_DST, H_GLOBAL, &dst) == RS_OK &&
       rs_plan_create(src, dst, &plan) == RS_OK) {
     rs_plan_stat(plan, victim, RS_STAT_MESSAGES_SENT, &msgs);
     rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_ROUNDS, &rounds);
@@ -138,7 +134,6 @@ static int mid_sends(void) {
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   rs_context_destroy(ctx);
-  rel_a2a_free(&a);
   return msgs / 2 > 0 ? (int)(msgs / 2) : 1;
 }
 
@@ -151,18 +146,42 @@ static void set_count(const char *var, int n) {
   setenv(var, v, 1);
 }
 
+/* The layouts of the mode: the all-to-all reshard, or a ring where rank k
+ * receives rank k+1's block (silent_far). The victim declares another
+ * dtype (other_declaration) or splits the destination differently
+ * (other_layout). */
+static void model(run *r) {
+  bool v = h_rank == victim;
+  h_model_init(&r->m);
+  if (is("silent_far")) {
+    int t = h_tensor(&r->m, "w", RS_DTYPE_I32, 1,
+                     (int64_t[]){(int64_t)h_np * block});
+    for (int k = 0; k < h_np; k++) {
+      h_shard(&r->m, RS_SIDE_SRC, t, k, (int64_t[]){(int64_t)k * block},
+              (int64_t[]){block}, 0, 0, 0, NULL);
+      h_shard(&r->m, RS_SIDE_DST, t, k,
+              (int64_t[]){(int64_t)((k + 1) % h_np) * block},
+              (int64_t[]){block}, 0, 0, 0, NULL);
+    }
+    return;
+  }
+  h_a2a(&r->m, "w", v && is("other_declaration") ? RS_DTYPE_F32 : RS_DTYPE_I32,
+        block, v && is("other_layout") ? 1 : 0);
+}
+
 static void setup(run *r) {
   memset(r, 0, sizeof *r);
-  bool v = me == victim;
+  bool v = h_rank == victim;
+  model(r);
   if (v && is("dies_in_agreement"))
     set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", 1);
-  int control = 2 * (np - 1); /* agreement and hello */
+  int control = 2 * (h_np - 1); /* agreement and hello */
   if (v && is("dies_in_hello"))
-    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", np);
+    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", h_np);
   if (v && is("dies_first_send"))
     set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", control + 1);
   if (v && is("dies_mid"))
-    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", control + mid_sends());
+    set_count("RESHARD_FAULT_EXIT_AFTER_SENDS", control + mid_sends(&r->m));
   if (v && (is("corrupt") || is("corrupt_unchecked")))
     set_count("RESHARD_FAULT_CORRUPT_SEND", control + 1);
   if (v && is("corrupt_agreement"))
@@ -178,58 +197,49 @@ static void setup(run *r) {
   if (is("dies_mid") &&
       (st = rs_context_set_param(r->ctx, RS_PARAM_STAGING_BYTES, MID_STAGING)))
     die("staging", st, r->ctx);
-  rel_a2a_init(&r->a, np, block);
-  if ((st = rs_layout_create(r->ctx, &r->src)) ||
-      (st = rs_layout_create(r->ctx, &r->dst)))
-    die("rs_layout_create", st, r->ctx);
+  h_bufs_alloc(&r->m, RS_SIDE_SRC, &r->sb);
+  h_bufs_alloc(&r->m, RS_SIDE_DST, &r->db);
+  int64_t right, poisoned, wrong;
+  h_count(&r->m, &r->db, 0, &right, &poisoned, &wrong);
+  r->elems = right + poisoned + wrong;
 }
 
 /* Layouts and plan; false when the mode expects them to fail (and they
  * did, as expected or not: the reason is recorded). */
 static bool build(run *r) {
-  bool v = me == victim;
   rs_status st;
-  if (is("other_declaration")) {
-    st = rel_a2a_layouts(&r->a, r->src, r->dst, me, false, 0,
-                         v ? RS_DTYPE_F32 : RS_DTYPE_I32);
-    if (st != RS_OK) die("layouts", st, r->ctx);
-    double t0 = rel_now_ms();
+  if (is("other_declaration")) { /* own shards, then rs_layout_allgather */
+    if ((st = h_layout(r->ctx, &r->m, RS_SIDE_SRC, H_OWN, &r->src)))
+      die("layouts", st, r->ctx);
+    double t0 = now_ms();
     st = rs_layout_allgather(r->src);
-    r->elapsed_ms = rel_now_ms() - t0;
+    r->elapsed_ms = now_ms() - t0;
     r->st = st;
     snprintf(r->msg, sizeof r->msg, "%s", rs_context_last_error(r->ctx));
     return false;
   }
-  if (is("silent_far")) { /* a ring: rank r gets rank r+1's block */
-    int64_t shape[1] = {(int64_t)np * block}, ext[1] = {block};
-    st = rs_layout_add_tensor(r->src, "w", RS_DTYPE_I32, 1, shape);
-    if (st == RS_OK) st = rs_layout_add_tensor(r->dst, "w", RS_DTYPE_I32, 1, shape);
-    for (int k = 0; k < np && st == RS_OK; k++) {
-      int64_t so[1] = {(int64_t)k * block}, dof[1] = {(int64_t)((k + 1) % np) * block};
-      st = rs_layout_add_shard(r->src, "w", k, so, ext, 0, 0, NULL);
-      if (st == RS_OK) st = rs_layout_add_shard(r->dst, "w", k, dof, ext, 0, 0, NULL);
-    }
-  } else {
-    st = rel_a2a_layouts(&r->a, r->src, r->dst, me, true,
-                         v && is("other_layout") ? 1 : 0, RS_DTYPE_I32);
-  }
-  if (st != RS_OK) die("layouts", st, r->ctx);
+  if ((st = h_layout(r->ctx, &r->m, RS_SIDE_SRC, H_GLOBAL, &r->src)) ||
+      (st = h_layout(r->ctx, &r->m, RS_SIDE_DST, H_GLOBAL, &r->dst)))
+    die("layouts", st, r->ctx);
   if ((st = rs_plan_create(r->src, r->dst, &r->plan)))
     die("rs_plan_create", st, r->ctx);
-  size_t ring = (size_t)block * sizeof(int32_t);
-  bool in_ring = is("silent_far");
-  if ((st = rs_plan_bind(r->plan, RS_SIDE_SRC, me, 0, r->a.src,
-                         in_ring ? ring : rel_a2a_src_bytes(&r->a))) ||
-      (st = rs_plan_bind(r->plan, RS_SIDE_DST, me, 0, r->a.dst,
-                         in_ring ? ring : rel_a2a_dst_bytes(&r->a))))
+  if ((st = h_bind(r->plan, &r->m, RS_SIDE_SRC, &r->sb)) ||
+      (st = h_bind(r->plan, &r->m, RS_SIDE_DST, &r->db)))
     die("rs_plan_bind", st, r->ctx);
   return true;
 }
 
+/* This rank's destination elements of generation gen, of the poison, and
+ * of anything else. */
+static void count(const run *r, int gen, int64_t *right, int64_t *poisoned,
+                  int64_t *wrong) {
+  h_count(&r->m, &r->db, (uint64_t)gen, right, poisoned, wrong);
+}
+
 static rs_status execute(run *r, double *ms, char *msg) {
-  double t0 = rel_now_ms();
+  double t0 = now_ms();
   rs_status st = rs_plan_execute(r->plan);
-  *ms = rel_now_ms() - t0;
+  *ms = now_ms() - t0;
   snprintf(msg, 1024, "%s", st == RS_OK ? "" : rs_context_last_error(r->ctx));
   return st;
 }
@@ -266,9 +276,9 @@ static bool bounded(const run *r) {
  * nothing more from the victim, with every byte right. */
 static void survivor(run *r, int gen) {
   int64_t right, poisoned, wrong, old = 0, p1, w1;
-  rel_a2a_count(&r->a, me, gen, &right, &poisoned, &wrong);
+  count(r, gen, &right, &poisoned, &wrong);
   if (gen > 1) { /* what the previous execution delivered may stay */
-    rel_a2a_count(&r->a, me, gen - 1, &old, &p1, &w1);
+    count(r, gen - 1, &old, &p1, &w1);
     wrong -= old;
     poisoned += old;
   }
@@ -287,7 +297,8 @@ static void survivor(run *r, int gen) {
   }
   bounded(r);
   bool named = false;
-  for (int k = 0; k < np; k++) named |= k != me && names_rank(r->msg, k);
+  for (int k = 0; k < h_np; k++)
+    named |= k != h_rank && h_mentions_rank(r->msg, k);
   if (!named) fail("message names no peer: %s", r->msg);
   expect_context_done(r);
 }
@@ -299,12 +310,12 @@ static void report(const run *r, const char *name, int64_t right,
                    int64_t poisoned, int64_t wrong, int64_t prev) {
   if (failure[0])
     printf("FAULT-FAIL mode=%s rank=%d status=%s elapsed_ms=%.0f: %s\n", name,
-           me, rs_status_name(r->st), r->elapsed_ms, failure);
+           h_rank, rs_status_name(r->st), r->elapsed_ms, failure);
   else
     printf("FAULT-PASS mode=%s rank=%d status=%s elapsed_ms=%.0f "
            "timeout_ms=%lld dst_new=%lld dst_previous=%lld "
            "dst_untouched=%lld dst_other=%lld second=%s message=\"%s\"\n",
-           name, me, rs_status_name(r->st), r->elapsed_ms,
+           name, h_rank, rs_status_name(r->st), r->elapsed_ms,
            (long long)timeout_ms, (long long)right, (long long)prev,
            (long long)poisoned, (long long)(wrong - prev),
            r->second ? rs_status_name(r->second) : "-", r->msg);
@@ -316,19 +327,19 @@ static void teardown(run *r) {
   rs_layout_destroy(r->src);
   rs_layout_destroy(r->dst);
   rs_context_destroy(r->ctx);
-  rel_a2a_free(&r->a);
+  h_bufs_free(&r->sb);
+  h_bufs_free(&r->db);
+  h_model_free(&r->m);
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  h_init(&argc, &argv);
   mode = argc > 1 ? argv[1] : "";
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--timeout-ms")) timeout_ms = atoll(argv[i + 1]);
     if (!strcmp(argv[i], "--block")) block = atoi(argv[i + 1]);
   }
-  victim = np - 1;
+  victim = h_np - 1;
   const char *name = mode;
   if (is("corrupt_direct")) { /* messages large enough to land in place */
     mode = "corrupt";
@@ -344,8 +355,9 @@ int main(int argc, char **argv) {
                                 "corrupt_agreement", "corrupt_unchecked"};
   bool known = false;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= is(modes[i]);
-  if (!known || np < 2) {
-    if (me == 0) fprintf(stderr, "usage: mpirun -np N (N >= 2) fault MODE\n");
+  if (!known || h_np < 2) {
+    if (h_rank == 0)
+      fprintf(stderr, "usage: mpirun -np N (N >= 2) mpi_victim MODE\n");
     MPI_Finalize();
     return 2;
   }
@@ -353,35 +365,34 @@ int main(int argc, char **argv) {
   run r;
   setup(&r);
   bool planned = build(&r);
-  rel_a2a_fill(&r.a, me, 1);
-  rel_a2a_poison(&r.a);
+  h_fill(&r.m, &r.sb, 1);
+  h_poison(&r.db);
   int64_t right = 0, poisoned = 0, wrong = 0;
   bool dead_peer = is("dies_in_agreement") || is("dies_in_hello") ||
                    is("dies_first_send") || is("dies_mid");
-  bool finalize = true;
 
   if (dead_peer) {
     /* the victim never returns from this call */
     r.st = execute(&r, &r.elapsed_ms, r.msg);
-    if (me == victim) fail("the victim survived its own death (%s)",
-                           rs_status_name(r.st));
+    if (h_rank == victim)
+      fail("the victim survived its own death (%s)", rs_status_name(r.st));
     survivor(&r, 1);
   } else if (is("never_calls")) {
-    if (me == victim) {
-      rel_sleep_ms((int)(3 * timeout_ms)); /* then leaves politely */
+    if (h_rank == victim) {
+      h_sleep_ms((int)(3 * timeout_ms)); /* then leaves politely */
     } else {
       r.st = execute(&r, &r.elapsed_ms, r.msg);
       if (r.st != RS_ERR_TIMEOUT)
         fail("status %s (%s), want RS_ERR_TIMEOUT", rs_status_name(r.st),
              r.msg);
-      else if (!names_rank(r.msg, victim))
+      else if (!h_mentions_rank(r.msg, victim))
         fail("message does not name the silent rank %d: %s", victim, r.msg);
       bounded(&r);
       expect_context_done(&r);
     }
   } else if (is("aborted")) {
-    if (me == victim) {
-      rel_sleep_ms(1500); /* then leaves politely */
+    if (h_rank == victim) {
+      h_sleep_ms(1500); /* then leaves politely */
     } else {
       pthread_t t;
       if (pthread_create(&t, NULL, abort_later, r.ctx) != 0)
@@ -403,14 +414,14 @@ int main(int argc, char **argv) {
     if (r.st != RS_OK) fail("first execution: %s (%s)", rs_status_name(r.st),
                             r.msg);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == victim) {
-      rel_sleep_ms((int)(3 * timeout_ms)); /* then leaves politely */
+    if (h_rank == victim) {
+      h_sleep_ms((int)(3 * timeout_ms)); /* then leaves politely */
     } else if (!failure[0]) {
       r.st = execute(&r, &r.elapsed_ms, r.msg);
       if (r.st != RS_ERR_TIMEOUT)
         fail("status %s (%s), want RS_ERR_TIMEOUT", rs_status_name(r.st),
              r.msg);
-      else if (!names_rank(r.msg, victim))
+      else if (!h_mentions_rank(r.msg, victim))
         fail("message does not name the rank that went silent first (%d): "
              "%s",
              victim, r.msg);
@@ -419,25 +430,25 @@ int main(int argc, char **argv) {
     }
   } else if (is("skips_second")) {
     r.st = execute(&r, &r.elapsed_ms, r.msg);
-    rel_a2a_count(&r.a, me, 1, &right, &poisoned, &wrong);
-    if (r.st != RS_OK || right != (int64_t)r.a.n * r.a.b)
+    count(&r, 1, &right, &poisoned, &wrong);
+    if (r.st != RS_OK || right != r.elems)
       fail("first execution: %s (%s), %lld of %lld right",
            rs_status_name(r.st), r.msg, (long long)right,
-           (long long)r.a.n * r.a.b);
+           (long long)r.elems);
     MPI_Barrier(MPI_COMM_WORLD);
-    rel_a2a_fill(&r.a, me, 2);
-    if (me == victim) {
-      rel_sleep_ms((int)(3 * timeout_ms));
+    h_fill(&r.m, &r.sb, 2);
+    if (h_rank == victim) {
+      h_sleep_ms((int)(3 * timeout_ms));
     } else if (!failure[0]) {
       r.st = execute(&r, &r.elapsed_ms, r.msg);
       survivor(&r, 2);
       /* every element holds generation 1 or 2: none is torn */
       int64_t r1, p1, w1, r2, p2, w2;
-      rel_a2a_count(&r.a, me, 1, &r1, &p1, &w1);
-      rel_a2a_count(&r.a, me, 2, &r2, &p2, &w2);
-      if (r1 + r2 != (int64_t)r.a.n * r.a.b)
+      count(&r, 1, &r1, &p1, &w1);
+      count(&r, 2, &r2, &p2, &w2);
+      if (r1 + r2 != r.elems)
         fail("%lld elements hold neither generation",
-             (long long)(r.a.n * r.a.b - r1 - r2));
+             (long long)(r.elems - r1 - r2));
     }
   } else if (is("late")) {
     /* all execute once together; in the second execution the victim calls
@@ -446,15 +457,15 @@ int main(int argc, char **argv) {
      * progress (barriers): an abandoned transfer must not touch memory
      * libreshard has freed (AddressSanitizer run) nor deliver wrong bytes */
     r.st = execute(&r, &r.elapsed_ms, r.msg);
-    rel_a2a_count(&r.a, me, 1, &right, &poisoned, &wrong);
-    if (r.st != RS_OK || right != (int64_t)r.a.n * r.a.b)
+    count(&r, 1, &right, &poisoned, &wrong);
+    if (r.st != RS_OK || right != r.elems)
       fail("first execution: %s (%s)", rs_status_name(r.st), r.msg);
     MPI_Barrier(MPI_COMM_WORLD);
-    rel_a2a_fill(&r.a, me, 2);
-    if (me == victim) rel_sleep_ms((int)(timeout_ms * 3 / 2));
+    h_fill(&r.m, &r.sb, 2);
+    if (h_rank == victim) h_sleep_ms((int)(timeout_ms * 3 / 2));
     if (!failure[0]) r.st = execute(&r, &r.elapsed_ms, r.msg);
     MPI_Barrier(MPI_COMM_WORLD);
-    rel_sleep_ms(200);
+    h_sleep_ms(200);
     MPI_Barrier(MPI_COMM_WORLD);
     if (r.st == RS_OK)
       fail("RS_OK although rank %d was %lld ms late", victim,
@@ -469,24 +480,24 @@ int main(int argc, char **argv) {
     else if (is("other_declaration") ? !strstr(r.msg, "'w'")
                                      : !strstr(r.msg, "disagree"))
       fail("message does not name the disagreement: %s", r.msg);
-    else if (!names_rank(r.msg, victim))
+    else if (!h_mentions_rank(r.msg, victim))
       fail("message does not name rank %d: %s", victim, r.msg);
     bounded(&r);
-    rel_a2a_count(&r.a, me, 1, &right, &poisoned, &wrong);
-    if (poisoned != (int64_t)r.a.n * r.a.b)
+    count(&r, 1, &right, &poisoned, &wrong);
+    if (poisoned != r.elems)
       fail("a refused execution wrote %lld destination elements",
-           (long long)(r.a.n * r.a.b - poisoned));
+           (long long)(r.elems - poisoned));
   } else if (is("corrupt_agreement")) {
     /* the flipped bit is in a fingerprint message: with integrity on, its
      * receiver must call it corrupt (not a layout mismatch); the others
      * lose that peer and must give up in bounded time */
     r.st = execute(&r, &r.elapsed_ms, r.msg);
-    rel_a2a_count(&r.a, me, 1, &right, &poisoned, &wrong);
+    count(&r, 1, &right, &poisoned, &wrong);
     int mine = r.st == RS_ERR_CORRUPT, all = 0;
     if (wrong) fail("%lld destination elements hold wrong bytes",
                     (long long)wrong);
     if (r.st == RS_ERR_CORRUPT) {
-      if (!strstr(r.msg, "checksum") || !names_rank(r.msg, victim))
+      if (!strstr(r.msg, "checksum") || !h_mentions_rank(r.msg, victim))
         fail("message does not name the checksum and rank %d: %s", victim,
              r.msg);
     } else if (r.st == RS_OK) {
@@ -503,7 +514,7 @@ int main(int argc, char **argv) {
       fail("%d ranks reported RS_ERR_CORRUPT, want exactly 1", all);
   } else if (is("corrupt") || is("corrupt_unchecked")) {
     r.st = execute(&r, &r.elapsed_ms, r.msg);
-    rel_a2a_count(&r.a, me, 1, &right, &poisoned, &wrong);
+    count(&r, 1, &right, &poisoned, &wrong);
     int mine[2] = {r.st == RS_ERR_CORRUPT, wrong > 0}, all[2] = {0, 0};
     MPI_Allreduce(mine, all, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (is("corrupt")) {
@@ -518,7 +529,7 @@ int main(int argc, char **argv) {
                                        !strstr(r.msg, "gave up")))
         fail("a peer's give-up not named: %s", r.msg);
       if (r.st == RS_ERR_CORRUPT &&
-          (!strstr(r.msg, "checksum") || !names_rank(r.msg, victim)))
+          (!strstr(r.msg, "checksum") || !h_mentions_rank(r.msg, victim)))
         fail("message does not name the checksum and rank %d: %s", victim,
              r.msg);
       if (r.st == RS_ERR_CORRUPT) expect_context_done(&r);
@@ -534,8 +545,8 @@ int main(int argc, char **argv) {
 
   int gen = is("skips_second") || is("late") ? 2 : 1;
   int64_t prev = 0, p0, w0;
-  rel_a2a_count(&r.a, me, gen, &right, &poisoned, &wrong);
-  if (gen == 2) rel_a2a_count(&r.a, me, 1, &prev, &p0, &w0);
+  count(&r, gen, &right, &poisoned, &wrong);
+  if (gen == 2) count(&r, 1, &prev, &p0, &w0);
   report(&r, name, right, poisoned, wrong, prev);
   int rc = failure[0] ? 1 : 0;
   teardown(&r);
@@ -545,6 +556,6 @@ int main(int argc, char **argv) {
     fflush(stdout);
     _exit(rc);
   }
-  if (finalize) MPI_Finalize();
+  MPI_Finalize();
   return rc;
 }

@@ -3,11 +3,9 @@
  * it says when nothing is there, one load per name shared by every caller
  * and thread, the versioned creation arguments a module refuses, and the
  * domains a context assembled on a transport gets. The MPI module, where
- * the build made one next to this program's folder (../lib), stands in for
- * a module that loads. */
+ * the build made one (RT_MPI_MODULE), stands in for a module that loads. */
 #include <criterion/criterion.h>
 
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,17 +75,14 @@ Test(module_search, a_library_that_is_no_module_is_named_so) {
 
 /* ------------------------------------------- a module that loads: MPI */
 
-/* Point RESHARD_MPI_MODULE at the module the build made, or skip. */
+/* Point RESHARD_MPI_MODULE at the module the build made (RT_MPI_MODULE,
+ * its path, given by CMake), or skip. */
 static void use_built_mpi_module(void) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) cr_skip_test("no /proc/self/exe");
-  exe[n] = '\0';
-  char *slash = strrchr(exe, '/');
-  if (slash) *slash = '\0';
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof path, "%s/../lib/libreshard-mpi.so.%d", exe,
-           RS_VERSION_MAJOR);
+#ifdef RT_MPI_MODULE
+  const char *path = RT_MPI_MODULE;
+#else
+  const char *path = "(none: the build made no MPI module)";
+#endif
   if (access(path, F_OK) != 0) cr_skip_test("no MPI module at %s", path);
   setenv("RESHARD_MPI_MODULE", path, 1);
 }

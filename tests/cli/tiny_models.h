@@ -1,7 +1,8 @@
-/* Tiny model descriptions for the tools tests: same families as the
- * catalog, sizes small enough to execute a whole reshard in process. */
-#ifndef TOOLS_FIXTURES_H
-#define TOOLS_FIXTURES_H
+/* Tiny model descriptions for the tests of the `reshard` program: the same
+ * families as the catalog, sizes small enough to execute a whole reshard in
+ * process. */
+#ifndef RESHARD_TESTS_TINY_MODELS_H
+#define RESHARD_TESTS_TINY_MODELS_H
 
 #include "catalog.h"
 

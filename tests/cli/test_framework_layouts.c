@@ -7,7 +7,7 @@
 
 #include "cluster.h"
 #include "job.h"
-#include "tools_fixtures.h"
+#include "tiny_models.h"
 
 static rt_cluster cluster_of(const char *name) {
   rt_cluster c;

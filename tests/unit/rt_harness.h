@@ -195,7 +195,7 @@ static inline void rh_plan(rh *h) {
 
 static inline rt_shard rh_gen_shard(const rh *h, const rt_shard *s) {
   rt_shard c = *s;
-  c.tid = s->tid + 64 * h->gen;
+  c.gen = (uint64_t)h->gen;
   return c;
 }
 

@@ -41,13 +41,7 @@ typedef struct rng {
   uint64_t s;
 } rng;
 
-static uint64_t rnext(rng *r) {
-  r->s += 0x9E3779B97F4A7C15ull;
-  uint64_t z = r->s;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+static uint64_t rnext(rng *r) { return rt_rand(&r->s); }
 
 /* Uniform in [lo, hi]. */
 static int rint_(rng *r, int lo, int hi) {
@@ -205,7 +199,7 @@ static struct {
 } totals;
 
 static void run_case(uint64_t seed, int index, bool large) {
-  rng r = {rt_mix(seed ^ rt_mix((uint64_t)index * 0x9E3779B97F4A7C15ull) ^
+  rng r = {rt_mix(seed ^ rt_mix((uint64_t)index * RT_GOLDEN) ^
                   (large ? 0x4C41524745ull : 0))};
   const int64_t *cap = large ? size_cap_large : size_cap;
   char where[96];

@@ -1,7 +1,8 @@
-/* Helpers shared by the libreshard Criterion tests: element values derived
- * from (tensor id, global linear index), filling and checking shards in
- * strided local memory, the torch.chunk / DTensor reference box, and small
- * string checks. Header-only (static inline) so each test binary is one .c. */
+/* Helpers shared by the libreshard Criterion tests: array literals, filling
+ * and checking shards in strided local memory with the values of
+ * rt_value.h, the torch.chunk / DTensor reference box, and small string and
+ * JSON checks. Header-only (static inline) so each test binary is one .c;
+ * no Criterion here, so the fuzz targets and benches may include it too. */
 #ifndef RESHARD_TESTS_RT_UTIL_H
 #define RESHARD_TESTS_RT_UTIL_H
 
@@ -14,41 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Array literals for calls that take shapes, offsets, ranks. */
-#ifndef I64
+#include "rt_value.h"
+
+/* Array literals for calls that take shapes, offsets, ranks: the one
+ * definition the tests use. */
 #define I64(...) ((const int64_t[]){__VA_ARGS__})
-#endif
-#ifndef INTS
+#define U64(...) ((const uint64_t[]){__VA_ARGS__})
 #define INTS(...) ((const int[]){__VA_ARGS__})
-#endif
-
-#define RT_POISON 0xA5u
-
-/* splitmix64 finaliser: a good cheap 64-bit mix. */
-static inline uint64_t rt_mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-/* The value of element lin of tensor tid, truncated to esize bytes. */
-static inline uint64_t rt_value(int tid, int64_t lin, size_t esize) {
-  uint64_t v = rt_mix(((uint64_t)(unsigned)tid << 48) ^ (uint64_t)lin ^
-                      0x1234567ull);
-  if (esize < 8) v &= (((uint64_t)1) << (8 * esize)) - 1;
-  return v;
-}
-
-static inline void rt_store(unsigned char *p, size_t esize, uint64_t v) {
-  for (size_t i = 0; i < esize; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline uint64_t rt_load(const unsigned char *p, size_t esize) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < esize; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 /* Advance a row-major multi-index idx over extents ext; false when done. */
 static inline bool rt_next(int ndim, const int64_t *ext, int64_t *idx) {
@@ -88,6 +61,7 @@ static inline int64_t rt_span_bytes(int ndim, const int64_t *ext,
 /* One shard as the tests know it: where its box lives in local memory. */
 typedef struct rt_shard {
   int tid;                 /* test's tensor id (value derivation) */
+  uint64_t gen;            /* value generation (0 unless set) */
   int ndim;
   int64_t shape[RS_MAX_DIMS];
   int64_t off[RS_MAX_DIMS];
@@ -147,7 +121,8 @@ static inline void rt_fill(unsigned char *buf, const rt_shard *s) {
   if (rt_volume(s->ndim, s->ext) == 0) return;
   do {
     rt_store(buf + rt_shard_pos(s, idx), s->esize,
-             rt_value(s->tid, rt_shard_lin(s, idx), s->esize));
+             rt_value(s->gen, (uint64_t)s->tid, rt_shard_lin(s, idx),
+                      s->esize));
   } while (rt_next(s->ndim, s->ext, idx));
 }
 
@@ -159,7 +134,7 @@ static inline int64_t rt_check(const unsigned char *buf, const rt_shard *s,
   if (rt_volume(s->ndim, s->ext) == 0) return -1;
   do {
     int64_t lin = rt_shard_lin(s, idx);
-    uint64_t w = rt_value(s->tid, lin, s->esize);
+    uint64_t w = rt_value(s->gen, (uint64_t)s->tid, lin, s->esize);
     uint64_t g = rt_load(buf + rt_shard_pos(s, idx), s->esize);
     if (g != w) {
       if (got) *got = g;

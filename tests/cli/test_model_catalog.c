@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "catalog.h"
-#include "tools_fixtures.h"
+#include "tiny_models.h"
 
 static const rt_tensor *find(const rt_model *m, const char *name) {
   for (int i = 0; i < m->n; i++)

@@ -16,8 +16,6 @@
 #include "rt_harness.h"
 #include "rt_util.h"
 
-#define I64(...) ((const int64_t[]){__VA_ARGS__})
-
 enum { WORLD = 16, DOMAIN = 4 };
 
 static void scale_init(rh *h, const char *where) {

@@ -29,9 +29,6 @@
 #include "rt_util.h"
 #include "rt_wire.h"
 
-#define I64(...) ((const int64_t[]){__VA_ARGS__})
-#define U64(...) ((const uint64_t[]){__VA_ARGS__})
-
 static rs_context *new_ctx(int world) {
   rs_context *ctx = NULL;
   cr_assert_eq(rs_context_create_local(world, &ctx), RS_OK);
