@@ -35,6 +35,7 @@
 #include "dtype.h"
 #include "grow.h"
 #include "hash.h"
+#include "staging.h"
 
 /* ---- scratch ---------------------------------------------------------- */
 
@@ -227,6 +228,8 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
   m->dst_rank = dst_rank;
   m->stage = (uint8_t)stage;
   m->forwarded = (uint8_t)forwarded;
+  m->contiguous = (uint8_t)(rsi_move_contiguous(plan, m, true) |
+                            rsi_move_contiguous(plan, m, false) << 1);
   if (src_rank == dst_rank)
     m->route = RS_ROUTE_LOCAL;
   else if (plan->domain_of[src_rank] == plan->domain_of[dst_rank])

@@ -24,6 +24,9 @@ typedef struct rsi_move {
   int32_t src_index, dst_index; /* shard index, or relay slot index */
   int32_t round;
   uint8_t src_kind, dst_kind, stage, route, forwarded;
+  /* Its memory is one contiguous run at the source end (bit 0), at the
+   * destination end (bit 1): found once, when the move is made. */
+  uint8_t contiguous;
 } rsi_move;
 
 typedef struct rsi_relay {

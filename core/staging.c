@@ -45,7 +45,7 @@ bool rsi_move_contiguous(const rs_plan *plan, const rsi_move *m, bool src) {
 
 int64_t rsi_segment_staging(const rs_plan *plan, const rsi_segment *g,
                             bool src) {
-  if (g->single && rsi_move_contiguous(plan, &plan->moves[g->first], src))
+  if (g->single && (plan->moves[g->first].contiguous >> (src ? 0 : 1)) & 1)
     return 0;
   return RSI_ALIGN64(g->bytes);
 }

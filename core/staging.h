@@ -43,7 +43,7 @@ rsi_segment rsi_segment_at(const rs_plan *plan, const rsi_message *msg,
 
 /* Whether the memory of move m at one end (the sender's when src) is one
  * contiguous run: a segment of that one move travels straight from or into
- * it. */
+ * it. The planner stores both ends in m->contiguous when it makes m. */
 bool rsi_move_contiguous(const rs_plan *plan, const rsi_move *m, bool src);
 
 /* Staging a segment needs at one end: 0 when it goes straight. */
