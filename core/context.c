@@ -51,13 +51,7 @@ void rsi_context_unref(rs_context *ctx) {
   if (!ctx) return;
   if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
     return;
-  if (ctx->failed && ctx->transport && ctx->transport->ops->adopt) {
-    /* abandoned sends may still read the staging */
-    ctx->transport->ops->adopt(ctx->transport, ctx->scratch);
-    ctx->scratch = NULL;
-  }
   if (ctx->transport) ctx->transport->ops->destroy(ctx->transport);
-  free(ctx->scratch);
   free(ctx->domain_of);
   free(ctx->err);
   free(ctx);
@@ -197,18 +191,4 @@ rs_status rsi_context_usable(rs_context *ctx) {
                   "an earlier transfer on this context failed part-way (%s); "
                   "destroy the context and create a new one",
                   ctx->failure);
-}
-
-rs_status rsi_context_scratch(rs_context *ctx, int64_t bytes, char **out) {
-  if (bytes > ctx->scratch_bytes) {
-    if (ctx->failed) /* something may still use the old block: keep it */
-      return RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
-                      "the context failed earlier; destroy it");
-    char *p = realloc(ctx->scratch, (size_t)bytes);
-    if (!p) return RSI_NOMEM(ctx->err);
-    ctx->scratch = p;
-    ctx->scratch_bytes = bytes;
-  }
-  *out = ctx->scratch;
-  return RS_OK;
 }

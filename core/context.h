@@ -36,8 +36,6 @@ struct rs_context {
    * status, and the rank it was waiting for (-1: none). */
   int cause_rank, culprit;
   rs_status cause_status;
-  char *scratch; /* executor staging, reused and kept until destroy */
-  int64_t scratch_bytes;
   /* The detail of the last failure. Out of line, so that calls taking a
    * const context can still record why they refused. */
   rsi_err *err;
@@ -90,8 +88,6 @@ rs_status rsi_context_usable(rs_context *ctx);
 /* The context is done: keep the message recorded last as the reason. */
 void rsi_context_fail(rs_context *ctx);
 
-/* At least `bytes` of staging owned by the context, in *out. */
-rs_status rsi_context_scratch(rs_context *ctx, int64_t bytes, char **out);
 
 /* True when this process drives rank r. */
 static inline int rsi_context_drives(const rs_context *ctx, int r) {

@@ -346,16 +346,6 @@ rs_status rsi_guard_check(rs_plan *plan, int me, int group, int64_t since,
   return *done ? RS_OK : timed_out(plan, me, group, err);
 }
 
-rs_status rsi_guard_wait(rs_plan *plan, int me, int group, rsi_err *err) {
-  int64_t since = rsi_now_ms();
-  for (;;) {
-    bool done = false;
-    RSI_TRY(rsi_guard_check(plan, me, group, since, &done, err));
-    if (done) return RS_OK;
-    rsi_pause();
-  }
-}
-
 /* ---- exchanging records ------------------------------------------------- */
 
 static const char *record_name(uint64_t tag) {

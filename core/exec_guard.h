@@ -54,9 +54,6 @@ void rsi_pause(void); /* a short sleep between looks (20 us) */
 rs_status rsi_guard_check(rs_plan *plan, int me, int group, int64_t since,
                           bool *done, rsi_err *err);
 
-/* rsi_guard_check until done or failed. */
-rs_status rsi_guard_wait(rs_plan *plan, int me, int group, rsi_err *err);
-
 /* An exchange of records with a set of ranks, in flight. */
 #define RSI_RECORD_WORDS 9
 typedef struct rsi_exchange {
