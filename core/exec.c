@@ -116,6 +116,7 @@ static rs_status check_bindings(const rs_plan *plan, rsi_err *err) {
     const rsi_side *side = &plan->side[s];
     for (int64_t b = side->rank_first[lo]; b < side->rank_first[hi]; b++) {
       if (!side->buffers[b].need) continue;
+      if (!side->buffers[b].ptr && !side->buffers[b].used) continue;
       if (!side->buffers[b].ptr) {
         int r = slot_rank(side, lo, hi, b);
         return RSI_FAIL(err, RS_ERR_UNKNOWN_BUFFER,
@@ -135,7 +136,7 @@ static rs_status check_bindings(const rs_plan *plan, rsi_err *err) {
     const rsi_side *side = &plan->side[s];
     for (int64_t b = side->rank_first[lo]; b < side->rank_first[hi]; b++) {
       const struct rsi_binding *bd = &side->buffers[b];
-      if (!bd->need) continue;
+      if (!bd->need || !bd->ptr) continue; /* unbound: the plan needs none */
       int r = slot_rank(side, lo, hi, b);
       uintptr_t at = (uintptr_t)bd->ptr;
       ranges[n++] = (bound_range){at, at + (uintptr_t)bd->need, s, r,

@@ -1206,6 +1206,23 @@ static void planner_free(planner *p) {
   free(p->key_rank);
 }
 
+/* The buffers some move reads or writes: only those must be bound (a
+ * replica the plan does not read from needs no memory). */
+static void mark_used(rs_plan *plan, int kind, int32_t index) {
+  if (kind == RSI_EP_RELAY) return;
+  rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST];
+  const rsi_shard *s = &side->shards[index];
+  side->buffers[side->rank_first[s->rank] + s->buffer].used = true;
+}
+
+static void mark_used_buffers(rs_plan *plan) {
+  for (int64_t i = 0; i < plan->nmoves; i++) {
+    const rsi_move *m = &plan->moves[i];
+    mark_used(plan, m->src_kind, m->src_index);
+    mark_used(plan, m->dst_kind, m->dst_index);
+  }
+}
+
 static rs_status build(rs_plan *plan, const rs_layout *src,
                        const rs_layout *dst, planner *p) {
   rsi_err *err = p->err;
@@ -1293,6 +1310,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   if (st == RS_OK)
     st = rsi_plan_schedule(plan, p->unit_end, p->unit_after, p->unit_depth,
                            p->nunits, err);
+  if (st == RS_OK) mark_used_buffers(plan);
   if (st == RS_OK) fingerprint(plan);
   return st;
 }

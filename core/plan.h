@@ -58,6 +58,7 @@ typedef struct rsi_side {
     void *ptr;
     size_t bytes;
     int device; /* CUDA device of device memory, else -1 */
+    bool used;  /* a move reads or writes it: an execution needs it bound */
   } * buffers;
 } rsi_side;
 

@@ -1,6 +1,8 @@
 /* The layout calls of the public API: argument checks, then core/layout
  * (declaring tensors and shards) and core/wire (serializing, and
  * deserializing in place, all or nothing). */
+#include <string.h>
+
 #include "api.h"
 #include "layout.h"
 #include "wire.h"
@@ -62,8 +64,14 @@ rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
   API_REQUIRE(coord, err, "rs_dtensor_local_box");
   API_REQUIRE(offset, err, "rs_dtensor_local_box");
   API_REQUIRE(extent, err, "rs_dtensor_local_box");
-  return rsi_dtensor_box(ndim, shape, mesh_ndim, mesh_shape, placements,
-                         coord, offset, extent, err);
+  rs_status st = rsi_dtensor_box(ndim, shape, mesh_ndim, mesh_shape,
+                                 placements, coord, offset, extent, err);
+  if (st != RS_OK && ndim >= 1 && ndim <= RS_MAX_DIMS) {
+    /* out-parameters are zero on failure, not half a box */
+    memset(offset, 0, (size_t)ndim * sizeof *offset);
+    memset(extent, 0, (size_t)ndim * sizeof *extent);
+  }
+  return st;
 }
 
 rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {

@@ -124,7 +124,7 @@ static void judge(hcase *c, const outcome *o, const char *what) {
          "%s: RS_OK with %lld destination elements of another plan or "
          "execution",
          what, (long long)o->wrong);
-  EXPECT(c, o->ms <= (double)timeout_ms + 500,
+  EXPECT(c, o->ms <= (double)timeout_ms + 1000, /* bounded, on a busy box */
          "%s: returned after %.0f ms with a timeout of %lld ms", what, o->ms,
          (long long)timeout_ms);
   EXPECT(c, o->st == RS_OK || named_peer(o->msg),

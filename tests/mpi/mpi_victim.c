@@ -258,8 +258,12 @@ static void expect_context_done(run *r) {
 
 /* Every wait gives up after the timeout; a rank then listens briefly for
  * the reason of the rank it waited for (at most a quarter of the timeout),
- * and abandons what is posted (at most 50 ms). */
-#define BOUND_MARGIN_MS 500
+ * and abandons what is posted (at most 50 ms): 250 ms past the timeout on
+ * an idle machine (each run prints its figure; docs/RELIABILITY.md has the
+ * last ones). The test allows a second, not a quarter: it runs beside other
+ * tests on a small shared machine, and what it must catch is a wait that
+ * is not bounded at all (before: 11 to 61 s). */
+#define BOUND_MARGIN_MS 1000
 
 static bool bounded(const run *r) {
   if (r->elapsed_ms > (double)timeout_ms + BOUND_MARGIN_MS) {
@@ -404,7 +408,7 @@ int main(int argc, char **argv) {
              r.msg);
       else if (!strstr(r.msg, "rs_context_abort") && !strstr(r.msg, "gave up"))
         fail("message says nothing of the abort: %s", r.msg);
-      if (r.elapsed_ms > 200 + 500)
+      if (r.elapsed_ms > 200 + BOUND_MARGIN_MS)
         fail("returned %.0f ms after the call, %.0f ms after the abort",
              r.elapsed_ms, r.elapsed_ms - 200);
       expect_context_done(&r);

@@ -378,3 +378,16 @@ Test(dtensor_layout, boxes_match_local_box) {
   rs_layout_destroy(dst);
   rs_context_destroy(ctx);
 }
+
+/* A refused coordinate leaves no half-computed box in the out arrays: they
+ * are zero, as every out-parameter is on failure. */
+Test(dtensor_box, failure_zeroes_the_out_arrays) {
+  int64_t off[2] = {-7, -7}, ext[2] = {-7, -7};
+  rs_status st = rs_dtensor_local_box(2, I64(5, 7), 2, I64(2, 3), INTS(0, 1),
+                                      I64(0, 3), off, ext);
+  cr_assert_eq(st, RS_ERR_INVALID_ARGUMENT, "%s", rs_status_name(st));
+  for (int d = 0; d < 2; d++) {
+    cr_assert_eq(off[d], 0, "offset[%d] = %lld", d, (long long)off[d]);
+    cr_assert_eq(ext[d], 0, "extent[%d] = %lld", d, (long long)ext[d]);
+  }
+}

@@ -836,3 +836,53 @@ Test(plan_json, escapes_quotes_backslashes_and_long_names) {
   rs_free(json);
   rh_fini(&h);
 }
+
+/* Only the buffers the plan reads or writes must be bound: a source
+ * replica it never reads needs no memory (3 ranks; u8[64] held by ranks 0
+ * and 1; destination rank 2). */
+Test(exec, unread_replica_needs_no_binding) {
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  rs_plan *plan = NULL;
+  cr_assert_eq(rs_context_create_local(3, &ctx), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &src), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &dst), RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(src, "w", RS_DTYPE_U8, 1, I64(64)), RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(dst, "w", RS_DTYPE_U8, 1, I64(64)), RS_OK);
+  for (int r = 0; r < 2; r++)
+    cr_assert_eq(rs_layout_add_shard(src, "w", r, I64(0), I64(64), 0, 0, NULL),
+                 RS_OK);
+  cr_assert_eq(rs_layout_add_shard(dst, "w", 2, I64(0), I64(64), 0, 0, NULL),
+               RS_OK);
+  cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK);
+  int64_t n = 0;
+  int from = -1;
+  cr_assert_eq(rs_plan_num_moves(plan, &n), RS_OK);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(rs_plan_move_info(plan, 0, NULL, &from, NULL, NULL, NULL, NULL),
+               RS_OK);
+  unsigned char in[64], out[64];
+  for (int i = 0; i < 64; i++) in[i] = (unsigned char)(i * 3 + 1);
+  memset(out, 0, sizeof out);
+  cr_assert_eq(rs_plan_bind(plan, RS_SIDE_SRC, from, 0, in, sizeof in), RS_OK);
+  cr_assert_eq(rs_plan_bind(plan, RS_SIDE_DST, 2, 0, out, sizeof out), RS_OK);
+  cr_assert_eq(rs_plan_execute(plan), RS_OK, "%s",
+               rs_context_last_error(ctx));
+  cr_assert_arr_eq(in, out, sizeof in);
+  /* the replica it reads is still required */
+  rs_plan *again = NULL;
+  cr_assert_eq(rs_plan_create(src, dst, &again), RS_OK);
+  cr_assert_eq(rs_plan_bind(again, RS_SIDE_SRC, 1 - from, 0, in, sizeof in),
+               RS_OK);
+  cr_assert_eq(rs_plan_bind(again, RS_SIDE_DST, 2, 0, out, sizeof out), RS_OK);
+  cr_assert_eq(rs_plan_execute(again), RS_ERR_UNKNOWN_BUFFER);
+  char want[64];
+  snprintf(want, sizeof want, "source buffer 0 of rank %d", from);
+  cr_assert(strstr(rs_context_last_error(ctx), want), "%s",
+            rs_context_last_error(ctx));
+  rs_plan_destroy(again);
+  rs_plan_destroy(plan);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
+}
