@@ -37,7 +37,8 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->timeout_ms = 60000;
   ctx->culprit = ctx->cause_rank = -1;
   atomic_init(&ctx->aborted, false);
-  ctx->engine = rsi_host_engine(); /* a GPU transport sets its own */
+  ctx->engine = transport && transport->engine ? transport->engine
+                                               : rsi_host_engine();
   ctx->transport = transport;
   *out = ctx;
   return RS_OK;
@@ -105,6 +106,13 @@ rs_status rsi_context_set_param(rs_context *ctx, rs_param param,
                     "parameter %d: value %lld outside [%lld, %lld]",
                     (int)param, (long long)value, (long long)lo,
                     (long long)hi);
+  rsi_transport *tp = ctx->transport;
+  if (param == RS_PARAM_INTEGRITY && value && tp && !tp->ops->set_integrity &&
+      (ctx->rank != RS_ALL_RANKS || tp->ops->join))
+    return RSI_FAIL(ctx->err, RS_ERR_UNSUPPORTED,
+                    "RS_PARAM_INTEGRITY: the %s transport cannot checksum "
+                    "what it moves",
+                    tp->ops->name);
   *slot = value;
   return RS_OK;
 }

@@ -6,7 +6,7 @@
  *
  * The host engine (engine_host.c, core/copy.c's strided copies) serves the
  * in-process and MPI transports; a CUDA engine comes with the NCCL
- * transport's module. */
+ * transport's module (rsi_transport.engine). */
 #ifndef RS_CORE_ENGINE_H
 #define RS_CORE_ENGINE_H
 
@@ -39,15 +39,18 @@ typedef struct rsi_engine rsi_engine;
 typedef struct rsi_engine_ops {
   const char *name;
   int memory; /* RSI_MEMORY_* it serves */
-  /* Staging of `bytes` in this engine's memory; *out NULL on failure. */
-  rs_status (*alloc)(rsi_engine *e, size_t bytes, void **out, rsi_err *err);
+  /* Staging of `bytes` for driven rank `me` (on its device), in this
+   * engine's memory; *out NULL on failure. */
+  rs_status (*alloc)(rsi_engine *e, int me, size_t bytes, void **out,
+                     rsi_err *err);
   void (*release)(rsi_engine *e, void *p);
   /* Perform copies[0..n) (ordered on `queue` where the engine has queues;
    * the host engine copies at once). */
   rs_status (*copy)(rsi_engine *e, const rsi_copy *copies, int64_t n,
                     void *queue, rsi_err *err);
-  /* Everything enqueued on `queue` so far has completed. */
-  rs_status (*sync)(rsi_engine *e, void *queue, rsi_err *err);
+  /* *done: everything enqueued on `queue` so far has completed. Never
+   * blocks; the executor decides how long to wait. */
+  rs_status (*query)(rsi_engine *e, void *queue, bool *done, rsi_err *err);
   void (*destroy)(rsi_engine *e);
 } rsi_engine_ops;
 

@@ -6,9 +6,10 @@
 #include "copy.h"
 #include "engine.h"
 
-static rs_status host_alloc(rsi_engine *e, size_t bytes, void **out,
+static rs_status host_alloc(rsi_engine *e, int me, size_t bytes, void **out,
                             rsi_err *err) {
   (void)e;
+  (void)me;
   *out = malloc(bytes ? bytes : 1);
   return *out ? RS_OK : RSI_NOMEM(err);
 }
@@ -31,10 +32,12 @@ static rs_status host_copy(rsi_engine *e, const rsi_copy *c, int64_t n,
   return RS_OK;
 }
 
-static rs_status host_sync(rsi_engine *e, void *queue, rsi_err *err) {
+static rs_status host_query(rsi_engine *e, void *queue, bool *done,
+                            rsi_err *err) {
   (void)e;
   (void)queue;
   (void)err;
+  *done = true;
   return RS_OK;
 }
 
@@ -46,7 +49,7 @@ static const rsi_engine_ops host_ops = {
     .alloc = host_alloc,
     .release = host_release,
     .copy = host_copy,
-    .sync = host_sync,
+    .query = host_query,
     .destroy = host_destroy,
 };
 

@@ -176,11 +176,20 @@ struct rsi_exec {
   int phase;
   void *queue;
   rs_status last; /* how the last execution ended */
+  /* A queued execution ended (everything enqueued) but its queue may not
+   * have reached its end yet. */
+  bool undrained;
   rsi_exchange greeting;
 };
 
 static bool between_processes(const rs_plan *plan) {
   return plan->ctx->rank != RS_ALL_RANKS;
+}
+
+/* A transport that orders its work on device queues: an execution is
+ * enqueued by rs_plan_execute_async and done when its queue gets there. */
+static bool queued(const rs_plan *plan) {
+  return plan->ctx->transport->ops->join != NULL;
 }
 
 int64_t rsi_exec_staging(const rs_plan *plan, int rank) {
@@ -201,12 +210,69 @@ static rs_status end_execution(rs_plan *plan, rs_status st) {
   struct rsi_exec *x = plan->exec;
   if (st != RS_OK && between_processes(plan))
     rsi_guard_fail(plan, st);
-  else if (st != RS_OK && st != RS_ERR_NO_MEMORY) /* partly written */
+  else if (st != RS_OK && st != RS_ERR_NO_MEMORY) { /* partly written */
+    if (queued(plan)) plan->ctx->transport->ops->abandon(plan->ctx->transport);
     rsi_context_fail(plan->ctx);
+  }
   x->phase = PHASE_IDLE;
   x->last = st;
+  x->undrained = st == RS_OK && queued(plan);
   plan->ctx->running = NULL;
   return st;
+}
+
+/* Until the queue of the last execution reached its end (block), or one
+ * look (!block; RS_OK while it has not). A queue that does not get there
+ * within the timeout, or an abort, abandons the transfer: the transport
+ * stops its device work, and the context is done. */
+static rs_status drain(rs_plan *plan, bool block) {
+  struct rsi_exec *x = plan->exec;
+  rs_context *ctx = plan->ctx;
+  rsi_engine *eng = ctx->engine;
+  int64_t since = rsi_now_ms();
+  while (x->undrained) {
+    bool done = false;
+    rs_status st = eng->ops->query(eng, x->queue, &done, ctx->err);
+    if (st == RS_OK && done) {
+      x->undrained = false;
+      break;
+    }
+    if (st == RS_OK &&
+        atomic_load_explicit(&ctx->aborted, memory_order_acquire))
+      st = RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
+                    "the context was aborted (rs_context_abort) before the "
+                    "queue reached the end of the execution; destroy it");
+    if (st == RS_OK && rsi_now_ms() - since >= ctx->timeout_ms)
+      st = RSI_FAIL(ctx->err, RS_ERR_TIMEOUT,
+                    "the queue did not reach the end of the execution "
+                    "within %lld ms (a peer may be dead or silent); the "
+                    "transfer is abandoned",
+                    (long long)ctx->timeout_ms);
+    if (st != RS_OK) {
+      x->undrained = false;
+      x->last = st;
+      ctx->transport->ops->abandon(ctx->transport);
+      rsi_context_fail(ctx);
+      return st;
+    }
+    if (!block) return RS_OK;
+    rsi_pause();
+  }
+  return x->last;
+}
+
+static rs_status step_once(rs_plan *plan, bool *done, bool *progress);
+
+/* A queued execution runs on the calling thread until all of it is
+ * enqueued (between processes: until the done records are posted, which
+ * the transport orders after the data). */
+static rs_status enqueue(rs_plan *plan) {
+  for (;;) {
+    bool done, progress;
+    rs_status st = step_once(plan, &done, &progress);
+    if (done || plan->exec->phase == PHASE_DONE) return st;
+    if (!progress) rsi_pause();
+  }
 }
 
 rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
@@ -239,13 +305,17 @@ rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
     ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
   ctx->running = plan;
   x->queue = queue;
+  x->undrained = false;
   rsi_driver_begin(x->driver);
   x->phase = PHASE_STEPS;
   if (between_processes(plan)) {
     x->phase = PHASE_HELLO;
     st = rsi_guard_greet_start(plan, &x->greeting, false, err);
   }
-  return st == RS_OK ? RS_OK : end_execution(plan, st);
+  if (st == RS_OK && queued(plan))
+    st = ctx->transport->ops->join(ctx->transport, queue, false, err);
+  if (st != RS_OK) return end_execution(plan, st);
+  return queued(plan) ? enqueue(plan) : RS_OK;
 }
 
 /* Advance the execution in flight without waiting: *done once it ended
@@ -268,6 +338,10 @@ static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
                            err);
       if (st != RS_OK || !finished) break;
       *progress = true;
+      if (queued(plan))
+        st = plan->ctx->transport->ops->join(plan->ctx->transport, x->queue,
+                                             true, err);
+      if (st != RS_OK) break;
       if (!between_processes(plan)) {
         *done = true;
         return end_execution(plan, RS_OK);
@@ -288,7 +362,7 @@ static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
       return x->last;
   }
   if (st == RS_OK && !*progress && !between_processes(plan) &&
-      x->phase == PHASE_STEPS)
+      !queued(plan) && x->phase == PHASE_STEPS)
     st = RSI_FAIL(err, RS_ERR_INTERNAL,
                   "an in-process execution stopped making progress");
   if (st != RS_OK) {
@@ -300,8 +374,12 @@ static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
 
 rs_status rsi_plan_test(rs_plan *plan, int *done) {
   *done = 1;
-  if (!plan->exec || plan->exec->phase == PHASE_IDLE)
-    return plan->exec ? plan->exec->last : RS_OK;
+  if (!plan->exec) return RS_OK;
+  if (plan->exec->phase == PHASE_IDLE) {
+    rs_status st = drain(plan, false);
+    *done = !plan->exec->undrained;
+    return st;
+  }
   bool finished, progress;
   rs_status st = step_once(plan, &finished, &progress);
   *done = finished;
@@ -309,19 +387,14 @@ rs_status rsi_plan_test(rs_plan *plan, int *done) {
 }
 
 rs_status rsi_plan_wait(rs_plan *plan) {
-  if (!plan->exec || plan->exec->phase == PHASE_IDLE)
-    return plan->exec ? plan->exec->last : RS_OK;
-  for (;;) {
+  if (!plan->exec) return RS_OK;
+  while (plan->exec->phase != PHASE_IDLE) {
     bool finished, progress;
     rs_status st = step_once(plan, &finished, &progress);
-    if (finished) {
-      if (st == RS_OK && plan->exec->queue) /* the bytes are on the queue */
-        st = plan->ctx->engine->ops->sync(plan->ctx->engine,
-                                          plan->exec->queue, plan->ctx->err);
-      return st;
-    }
-    if (!progress) rsi_pause();
+    if (finished && st != RS_OK) return st;
+    if (!finished && !progress) rsi_pause();
   }
+  return drain(plan, true);
 }
 
 rs_status rsi_plan_execute(rs_plan *plan) {

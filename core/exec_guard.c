@@ -334,8 +334,17 @@ rs_status rsi_guard_check(rs_plan *plan, int me, int group, int64_t since,
     RSI_TRY(tp->ops->test(tp, me, group, done, err));
   if (*done) return RS_OK;
   RSI_TRY(check_abort(ctx, err));
-  /* In process nobody can be late: the ranks take turns in this call. */
-  if (ctx->rank == RS_ALL_RANKS) return RS_OK;
+  /* In process nobody can be late: the ranks take turns in this call. Only
+   * a queued transport may keep the executor waiting, while its engine
+   * (NCCL) takes what was posted. */
+  if (ctx->rank == RS_ALL_RANKS) {
+    if (!tp->ops->join || rsi_now_ms() - since < ctx->timeout_ms)
+      return RS_OK;
+    return RSI_FAIL(err, RS_ERR_TIMEOUT,
+                    "rank %d: the %s transport did not take the transfers "
+                    "of a step within %lld ms",
+                    me, tp->ops->name, (long long)ctx->timeout_ms);
+  }
   RSI_TRY(check_notices(plan, me, group, err));
   if (rsi_now_ms() - since < ctx->timeout_ms) return RS_OK;
   /* The deadline passed: one more look, then give up. */

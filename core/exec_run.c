@@ -64,7 +64,7 @@ rs_status rsi_driver_create(const rs_plan *plan, rsi_driver **out,
       d->nparts = k + 1;
       void *p = NULL;
       size_t bytes = (size_t)(2 * steps[k].half);
-      st = eng->ops->alloc(eng, bytes, &p, err);
+      st = eng->ops->alloc(eng, steps[k].rank, bytes, &p, err);
       d->parts[k].staging = p;
       d->staging_bytes += (int64_t)bytes;
     }
@@ -214,11 +214,20 @@ static rs_status local_copy(rsi_driver *d, const where *w, const rsi_move *m,
   return RS_OK;
 }
 
-static rs_status flush(rsi_driver *d, rs_context *ctx, void *queue,
+/* The queue on which rank me's work is ordered: the transport's own for a
+ * queued transport, else the caller's. */
+static void *queue_of(rs_context *ctx, int me, void *queue) {
+  rsi_transport *tp = ctx->transport;
+  return tp->ops->queue_of ? tp->ops->queue_of(tp, me) : queue;
+}
+
+static rs_status flush(rsi_driver *d, rs_context *ctx, int me, void *queue,
                        rsi_err *err) {
   rsi_engine *eng = ctx->engine;
   rs_status st = RS_OK;
-  if (d->nbatch) st = eng->ops->copy(eng, d->batch, d->nbatch, queue, err);
+  if (d->nbatch)
+    st = eng->ops->copy(eng, d->batch, d->nbatch, queue_of(ctx, me, queue),
+                        err);
   d->nbatch = 0;
   return st;
 }
@@ -313,7 +322,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       j += g.n;
     }
   }
-  RSI_TRY(flush(d, plan->ctx, queue, err));
+  RSI_TRY(flush(d, plan->ctx, me, queue, err));
   for (int64_t k = s->first; k < s->first + s->n; k++) {
     const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
     if (msg->src_rank != me || msg->dst_rank == me) continue;
@@ -345,7 +354,7 @@ static rs_status finish_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       RSI_TRY(stream_segment(d, &w, &in->seg, (char *)in->view, false, err));
   }
   p->narrivals[h] = 0;
-  return flush(d, plan->ctx, queue, err);
+  return flush(d, plan->ctx, p->s.rank, queue, err);
 }
 
 /* Whether step `next` may begin while the steps [oldest, next) are in

@@ -14,8 +14,11 @@
  *   for the in-process transport, whose ranks all live in one call.
  *
  * Operations are non-blocking and matched by (sender, receiver, tag) in
- * posting order. test never blocks: the executor owns the clock and
- * decides how long to wait.
+ * posting order (NCCL: by (sender, receiver) in posting order; the
+ * executor posts the same order on both ends). test never blocks: the
+ * executor owns the clock and decides how long to wait. A transport may
+ * send control records in batches at a test (NCCL): the receives and sends
+ * of one exchange are posted before the channel is tested.
  *
  * Transports with an outside engine (MPI, NCCL) are modules: shared objects
  * exporting `rsi_module_<name>` (an rsi_module), loaded on first use. */
@@ -78,6 +81,15 @@ typedef struct rsi_transport_ops {
    * keep it for as long as they might (NULL: nothing is ever abandoned). */
   void (*adopt)(rsi_transport *t, void *p);
   void (*destroy)(rsi_transport *t);
+  /* Queued transports only (a GPU transport whose operations are ordered
+   * on device queues; NULL otherwise). For them test says done once what
+   * was posted is enqueued, not once it arrived. queue_of is the queue on
+   * which rank `me`'s copies and transfers are ordered; join orders the
+   * transport's queues after everything on the caller's `queue` (at the
+   * start of an execution, end = false), or the caller's queue after
+   * everything the transport enqueued (end = true). */
+  void *(*queue_of)(rsi_transport *t, int me);
+  rs_status (*join)(rsi_transport *t, void *queue, bool end, rsi_err *err);
 } rsi_transport_ops;
 
 /* The control channel: host memory, one group. */
@@ -103,6 +115,8 @@ typedef struct rsi_control_ops {
                           rsi_err *err);
 } rsi_control_ops;
 
+struct rsi_engine;
+
 struct rsi_transport {
   const rsi_transport_ops *ops;
   const rsi_control_ops *control; /* NULL in process */
@@ -111,19 +125,22 @@ struct rsi_transport {
    * left over from a destroyed context whose engine reuses identifiers
    * (MPI communicator ids) is told apart. 0 for in-process transports. */
   uint64_t nonce;
+  /* The copy engine of the memory this transport moves, owned by the
+   * transport; NULL: host memory (rsi_host_engine). */
+  struct rsi_engine *engine;
 };
 
 /* What a transport module exports. A module `name` is a shared object
  * libreshard-<name>.so.<major> exporting `const rsi_module rsi_module_<name>`;
  * transport/module.c finds and loads it (see there for where it looks). */
-#define RSI_MODULE_ABI 3u
+#define RSI_MODULE_ABI 4u
 
 /* What a transport is created on: a versioned struct, so that fields can
  * be added at its end without a new module ABI. The caller fills `size`
  * with sizeof(rsi_module_args) as it was built and `version` with
  * RSI_MODULE_ARGS_VERSION; a module refuses a version it does not know
  * and a size too small for that version (rsi_module_args_check). */
-#define RSI_MODULE_ARGS_VERSION 1u
+#define RSI_MODULE_ARGS_VERSION 2u
 typedef struct rsi_module_args {
   uint32_t size;    /* sizeof(rsi_module_args) the caller built with */
   uint32_t version; /* RSI_MODULE_ARGS_VERSION */
@@ -136,6 +153,10 @@ typedef struct rsi_module_args {
   int device;      /* CUDA device, -1 for none */
   void *queue;     /* default queue (a CUDA stream), or NULL */
   uint64_t options; /* reserved, 0 */
+  /* Version 2: every rank in this process, one CUDA device each (rank i
+   * on devices[i]); NULL otherwise. */
+  const int *devices;
+  int ndevices;
 } rsi_module_args;
 
 /* Arguments of the current version with nothing set: no engine, rank,
@@ -181,6 +202,9 @@ typedef struct rsi_module {
    * read (rsi_module_args_check). On failure nothing is left to free. */
   rs_status (*create)(const rsi_module_args *args, rsi_transport **out,
                       int *rank, int *world, int **host_of, rsi_err *err);
+  /* Write a fresh engine id (an NCCL unique id) of exactly `bytes` bytes;
+   * NULL for an engine that has none. */
+  rs_status (*make_id)(void *out, size_t bytes, rsi_err *err);
 } rsi_module;
 
 /* transport/local: every rank in this process. */

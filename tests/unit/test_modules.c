@@ -148,12 +148,17 @@ Test(module_args, current_version_is_accepted) {
   cr_assert_eq(a.engine, 0);
   cr_assert_null(a.engine_id);
   cr_assert_null(a.queue);
+  cr_assert_null(a.devices);
+  cr_assert_eq(a.ndevices, 0);
 }
 
 Test(module_args, unknown_version_small_size_options_are_refused) {
   rsi_module_args a = rsi_module_args_init();
   a.version = RSI_MODULE_ARGS_VERSION + 1;
-  expect_args_refused(a, RS_ERR_INVALID_ARGUMENT, "was given version 2");
+  char says[32];
+  snprintf(says, sizeof says, "was given version %u",
+           RSI_MODULE_ARGS_VERSION + 1);
+  expect_args_refused(a, RS_ERR_INVALID_ARGUMENT, says);
   a = rsi_module_args_init();
   a.version = 0;
   expect_args_refused(a, RS_ERR_INVALID_ARGUMENT, "was given version 0");
