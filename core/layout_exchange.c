@@ -15,7 +15,7 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   if (ctx->rank == RS_ALL_RANKS || !tp || !tp->control)
     return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
                     "rs_layout_allgather needs a context with one rank per "
-                    "process (MPI); this one drives every rank itself");
+                    "process (MPI, NCCL); this one drives every rank itself");
   RSI_TRY(rsi_context_usable(ctx));
   for (int64_t i = 0; i < l->nshards; i++)
     if (l->shards[i].rank != ctx->rank)

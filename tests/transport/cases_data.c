@@ -1,7 +1,8 @@
 /* The conformance cases of the data channel (tcase.h): the two step
  * groups completing apart, receives posted before and after their sends,
- * zero-byte messages, every rank to every other with one tag, pending and
- * a test that never blocks, a silent peer and abandon, and checksums on.
+ * zero-byte messages, every rank to every other with one tag, matching by
+ * tag, pending and a test that never blocks, a silent peer and abandon,
+ * and checksums on.
  * Tags here are small (the executor's own range): a transport may fold
  * them (MPI keeps them below its control tags). */
 #include "tcase.h"
@@ -137,6 +138,29 @@ void tc_case_many_peers(tc_set *s) {
   tc_wait(s, RSI_GROUP_STEP1, "every rank to every other");
   tc_check_arrived(s, &l);
   tc_msgs_free(&l);
+}
+
+/* Matching by tag: each rank sends its right one message under tag 70,
+ * then one under tag 71 (of other sizes, small in group 0, past any eager
+ * limit in group 1); the right posts its receives in the other order,
+ * before any send. Each must get the message of its own tag. */
+void tc_case_tag_matching(tc_set *s) {
+  tc_msgs first = {0}, second = {0};
+  tc_add_ring(s, &first, RSI_GROUP_STEP0, 1, 70, 90);
+  tc_add_ring(s, &second, RSI_GROUP_STEP0, 1, 71, 40);
+  tc_add_ring(s, &first, RSI_GROUP_STEP1, 1, 72, MIB + 5);
+  tc_add_ring(s, &second, RSI_GROUP_STEP1, 1, 73, MIB / 2 + 1);
+  tc_post_recvs(s, &second);
+  tc_post_recvs(s, &first);
+  tc_sync(s);
+  tc_post_sends(s, &first);
+  tc_post_sends(s, &second);
+  tc_wait(s, RSI_GROUP_STEP0, "receives in the other order than sends");
+  tc_wait(s, RSI_GROUP_STEP1, "receives in the other order than sends");
+  tc_check_arrived(s, &first);
+  tc_check_arrived(s, &second);
+  tc_msgs_free(&first);
+  tc_msgs_free(&second);
 }
 
 /* Two receives outstanding (from the left, then from the right, sizes

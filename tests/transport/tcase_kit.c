@@ -1,8 +1,10 @@
 /* The conformance suite's runner and the helpers its cases share
  * (tcase.h): the table of cases, a transport checked against what its
  * driver declares, failures recorded without stopping a case, buffers
- * that outlive an abandoned transport, payloads, messages posted at the
- * ends this process drives, and bounded waits over those ends. */
+ * that outlive an abandoned transport, payloads (in device memory, staged
+ * through the host, for a transport whose engine keeps it there),
+ * messages posted at the ends this process drives, and bounded waits over
+ * those ends (a queued transport's device queues among them). */
 #include "tcase.h"
 
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine.h"
 #include "status.h"
 
 #define TC_ENTRY(name, needs) {#name, tc_case_##name, needs},
@@ -65,15 +68,98 @@ static void *must_realloc(void *p, size_t bytes) {
   return p;
 }
 
-void *tc_alloc(tc_set *s, size_t bytes) {
+static void keep(tc_set *s, void *p, bool engine) {
   if (s->nbufs == s->capbufs) {
     s->capbufs = s->capbufs ? 2 * s->capbufs : 32;
     s->bufs = must_realloc(s->bufs, s->capbufs * sizeof *s->bufs);
   }
+  s->bufs[s->nbufs++] = (struct tc_buf){p, engine};
+}
+
+void *tc_alloc(tc_set *s, size_t bytes) {
   void *p = must_realloc(NULL, bytes ? bytes : 1);
   memset(p, TC_POISON, bytes ? bytes : 1);
-  s->bufs[s->nbufs++] = p;
+  keep(s, p, false);
   return p;
+}
+
+bool tc_on_device(const tc_set *s) {
+  const rsi_engine *e = s->t ? s->t->engine : NULL;
+  return e && e->ops && e->ops->memory != RSI_MEMORY_HOST;
+}
+
+static bool queued(const tc_set *s) { return s->t->ops->queue_of != NULL; }
+
+bool tc_drain(tc_set *s, int me, const char *what) {
+  if (!queued(s)) return true;
+  void *queue = s->t->ops->queue_of(s->t, me);
+  rsi_err err = {0};
+  char text[256];
+  snprintf(text, sizeof text,
+           "%s: draining rank %d's queue (a transfer without its peer?)",
+           what, me);
+  return tc_ok(s, s->d->drain(s->d->arg, queue, s->d->wait_ms, &err), &err,
+               text);
+}
+
+/* A payload buffer of the data channel for rank me, every byte TC_POISON:
+ * host memory, or the engine's (device) memory poisoned from the host.
+ * NULL after a failure, recorded. */
+static void *data_alloc(tc_set *s, int me, size_t bytes, const char *what) {
+  if (!tc_on_device(s)) return tc_alloc(s, bytes);
+  rsi_engine *e = s->t->engine;
+  size_t n = bytes ? bytes : 1;
+  void *p = NULL;
+  rsi_err err = {0};
+  char text[256];
+  snprintf(text, sizeof text, "%s: allocating through the engine", what);
+  if (!tc_ok(s, e->ops->alloc(e, me, n, &p, &err), &err, text)) return NULL;
+  keep(s, p, true);
+  void *poison = must_realloc(NULL, n);
+  memset(poison, TC_POISON, n);
+  snprintf(text, sizeof text, "%s: poisoning on the device", what);
+  rs_status st = s->d->to_device(s->d->arg, me, p, poison, n, &err);
+  free(poison);
+  return tc_ok(s, st, &err, text) ? p : NULL;
+}
+
+/* n bytes of the payload with this seed into dst, a buffer of the data
+ * channel of rank me. */
+static bool data_fill(tc_set *s, int me, void *dst, size_t n, uint64_t seed,
+                      const char *what) {
+  if (!tc_on_device(s)) {
+    tc_fill(dst, n, seed);
+    return true;
+  }
+  if (n == 0) return true;
+  void *host = must_realloc(NULL, n);
+  tc_fill(host, n, seed);
+  rsi_err err = {0};
+  rs_status st = s->d->to_device(s->d->arg, me, dst, host, n, &err);
+  free(host);
+  char text[256];
+  snprintf(text, sizeof text, "%s: staging the payload to the device", what);
+  return tc_ok(s, st, &err, text);
+}
+
+/* n bytes at src, a buffer of the data channel of rank me, as host bytes:
+ * src itself, or a malloc'd copy (*copy, to free); NULL after a failure,
+ * recorded. */
+static const void *data_read(tc_set *s, int me, const void *src, size_t n,
+                             void **copy, const char *what) {
+  *copy = NULL;
+  if (!tc_on_device(s)) return src;
+  *copy = must_realloc(NULL, n ? n : 1);
+  rsi_err err = {0};
+  char text[256];
+  snprintf(text, sizeof text, "%s: staging the bytes to the host", what);
+  if (n && !tc_ok(s, s->d->to_host(s->d->arg, me, *copy, src, n, &err), &err,
+                  text)) {
+    free(*copy);
+    *copy = NULL;
+    return NULL;
+  }
+  return *copy;
 }
 
 /* ---- payloads ----------------------------------------------------------- */
@@ -145,8 +231,12 @@ void tc_post_recvs(tc_set *s, tc_msgs *l) {
   for (int i = 0; i < l->n; i++) {
     tc_msg *m = &l->m[i];
     if (!tc_drives(s, m->to)) continue;
-    m->in = tc_alloc(s, m->bytes);
+    char what[128];
+    describe(m, what, sizeof what);
+    m->in = m->group == TC_CONTROL ? tc_alloc(s, m->bytes)
+                                   : data_alloc(s, m->to, m->bytes, what);
     m->view = NULL;
+    if (!m->in) continue;
     rsi_err err = {0};
     rs_status st =
         m->group == TC_CONTROL
@@ -154,8 +244,6 @@ void tc_post_recvs(tc_set *s, tc_msgs *l) {
             : t->ops->recv(t, m->group, m->to, m->from, m->tag, m->in,
                            m->bytes, &m->view, &err);
     if (m->group == TC_CONTROL) m->view = m->in;
-    char what[128];
-    describe(m, what, sizeof what);
     tc_ok(s, st, &err, what);
   }
 }
@@ -165,31 +253,53 @@ void tc_post_sends(tc_set *s, const tc_msgs *l) {
   for (int i = 0; i < l->n; i++) {
     const tc_msg *m = &l->m[i];
     if (!tc_drives(s, m->from)) continue;
-    void *out = tc_alloc(s, m->bytes);
-    tc_fill(out, m->bytes, m->seed);
+    char what[128];
+    describe(m, what, sizeof what);
+    void *out;
+    if (m->group == TC_CONTROL) {
+      out = tc_alloc(s, m->bytes);
+      tc_fill(out, m->bytes, m->seed);
+    } else {
+      out = data_alloc(s, m->from, m->bytes, what);
+      if (out && !data_fill(s, m->from, out, m->bytes, m->seed, what))
+        out = NULL;
+    }
+    if (!out) continue;
     rsi_err err = {0};
     rs_status st =
         m->group == TC_CONTROL
             ? t->control->send(t, m->to, m->tag, out, m->bytes, &err)
             : t->ops->send(t, m->group, m->from, m->to, m->tag, out,
                            m->bytes, &err);
-    char what[128];
-    describe(m, what, sizeof what);
     tc_ok(s, st, &err, what);
   }
 }
 
 void tc_check_arrived(tc_set *s, const tc_msgs *l) {
-  for (int i = 0; i < l->n; i++) {
+  /* a queued transport's groups are done once enqueued: wait for the
+   * device before reading (the control channel completes on the host) */
+  bool drained = true;
+  for (int k = 0; k < s->d->nranks; k++)
+    drained &= tc_drain(s, s->d->ranks[k], "before reading arrived bytes");
+  for (int i = 0; i < l->n && drained; i++) {
     const tc_msg *m = &l->m[i];
-    if (!tc_drives(s, m->to)) continue;
+    if (!tc_drives(s, m->to) || !m->in) continue;
     char what[128];
     describe(m, what, sizeof what);
     if (!tc_expect(s, m->view != NULL, "%s: no view was set", what)) continue;
-    tc_check_payload(s, m->view, m->bytes, m->seed, what);
-    if (m->bytes == 0 && m->view == m->in)
-      tc_expect(s, *(unsigned char *)m->in == TC_POISON,
-                "%s: a zero-byte receive wrote its buffer", what);
+    bool host = m->group == TC_CONTROL;
+    void *copy = NULL;
+    const void *got =
+        host ? m->view : data_read(s, m->to, m->view, m->bytes, &copy, what);
+    if (got) tc_check_payload(s, got, m->bytes, m->seed, what);
+    free(copy);
+    if (m->bytes == 0 && m->view == m->in) {
+      got = host ? m->in : data_read(s, m->to, m->in, 1, &copy, what);
+      if (got)
+        tc_expect(s, *(const unsigned char *)got == TC_POISON,
+                  "%s: a zero-byte receive wrote its buffer", what);
+      free(copy);
+    }
   }
 }
 
@@ -296,6 +406,7 @@ void tc_watch_silence(tc_set *s, int group, int64_t ms, const char *what) {
 }
 
 void tc_expect_open(tc_set *s, int me, int group, const char *what) {
+  if (group != TC_CONTROL && queued(s)) return; /* see tcase.h */
   bool done = true;
   if (tc_test(s, me, group, &done))
     tc_expect(s, !done, "%s: rank %d's %s was done already", what, me,
@@ -366,9 +477,54 @@ static tc_verdict check_shape(tc_set *s, const tc_case *c, char *why,
             "%s declares %s checksums, yet set_integrity is %s",
             d->transport, d->has_integrity ? "" : "no",
             o->set_integrity ? "set" : "NULL");
+  tc_expect(s, !d->has_notices || d->has_control,
+            "%s declares notices but no control channel", d->transport);
+  bool q = o->queue_of != NULL, j = o->join != NULL;
+  tc_expect(s, d->queued ? q && j : !q && !j,
+            "%s declares itself %squeued, yet queue_of is %s and join %s",
+            d->transport, d->queued ? "" : "not ", q ? "set" : "NULL",
+            j ? "set" : "NULL");
+  const rsi_engine *e = s->t->engine;
+  if (e)
+    tc_expect(s, e->ops && e->ops->alloc && e->ops->release && e->ops->query,
+              "%s has an engine that lacks alloc, release or query",
+              d->transport);
+  if (!s->failed && tc_on_device(s))
+    tc_expect(s, d->to_device && d->to_host,
+              "%s moves device memory (engine '%s'); its driver gives no "
+              "to_device and to_host to stage payloads",
+              d->transport, e->ops->name ? e->ops->name : "?");
+  if (!s->failed && d->queued)
+    tc_expect(s, d->drain != NULL,
+              "%s is queued; its driver gives no drain to wait for its "
+              "queues",
+              d->transport);
   if (s->failed) return TC_FAIL;
   if ((c->needs & TC_NEEDS_CONTROL) && !d->has_control) {
     snprintf(why, cap, "%s has no control channel (control == NULL, checked)",
+             d->transport);
+    return TC_SKIP;
+  }
+  if ((c->needs & TC_NEEDS_NOTICES) && !d->has_notices) {
+    snprintf(why, cap,
+             "%s declares that notices do not travel (notify does nothing, "
+             "poll_notice finds none): a peer learns of a failure through "
+             "its own timeout",
+             d->transport);
+    return TC_SKIP;
+  }
+  if ((c->needs & TC_NEEDS_TAGS) && d->ordered_only) {
+    snprintf(why, cap,
+             "%s declares matching in posting order only (no tags): the "
+             "case posts receives in another order than their sends",
+             d->transport);
+    return TC_SKIP;
+  }
+  if ((c->needs & TC_NEEDS_OPEN_WAIT) && d->queued) {
+    snprintf(why, cap,
+             "%s is queued (queue_of set, checked): its test says a group "
+             "done once enqueued, so no group can be watched open while its "
+             "peer is silent",
              d->transport);
     return TC_SKIP;
   }
@@ -396,19 +552,29 @@ static void expect_quiet(tc_set *s) {
 }
 
 /* Destroy the transport; after a failure abandon first. Buffers that an
- * abandoned operation may still touch go to adopt where there is one. */
+ * abandoned operation may still touch go to adopt where there is one. A
+ * queued transport's queues are drained first (abandon lets what they
+ * hold finish); where one does not drain, its engine's buffers are left
+ * allocated rather than freed under the device. */
 static void release(tc_set *s) {
   rsi_transport *t = s->t;
   if (t && s->failed && !s->abandoned) {
     t->ops->abandon(t);
     s->abandoned = true;
   }
+  bool drained = true;
+  if (t && t->ops->queue_of && s->d->drain)
+    for (int k = 0; k < s->d->nranks; k++)
+      drained &= tc_drain(s, s->d->ranks[k], "releasing the case's buffers");
   bool keep = t && s->abandoned && t->ops->adopt;
   for (size_t i = 0; i < s->nbufs; i++) {
+    struct tc_buf *b = &s->bufs[i];
     if (keep)
-      t->ops->adopt(t, s->bufs[i]);
-    else
-      free(s->bufs[i]);
+      t->ops->adopt(t, b->p);
+    else if (!b->engine)
+      free(b->p);
+    else if (drained)
+      t->engine->ops->release(t->engine, b->p);
   }
   free(s->bufs);
   if (t) t->ops->destroy(t);

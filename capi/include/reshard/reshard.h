@@ -57,7 +57,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 2
+#define RS_VERSION_MINOR 3
 #define RS_VERSION_PATCH 0
 /* The three lines above are the one place the version is written: the
  * build (CMakeLists.txt) reads them, so they must stay one plain number
@@ -271,14 +271,16 @@ typedef enum rs_param {
   /** 1: every message between processes carries an XXH3-64 checksum that
    *  the receiver verifies; a mismatch gives RS_ERR_CORRUPT. 0: off.
    *  Default 0; bounds [0, 1]. Read by rs_plan_create (all ranks must
-   *  agree). @since 0.1 */
+   *  agree). Not on NCCL contexts (RS_ERR_UNSUPPORTED): device memory is
+   *  not checksummed. @since 0.1 */
   RS_PARAM_INTEGRITY = 201
 } rs_param;
 
 /**
  * Set a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM (unknown
- * parameter, or value outside rs_param_bounds; the setting is unchanged).
- * @since 0.1
+ * parameter, or value outside rs_param_bounds; the setting is unchanged),
+ * RS_ERR_UNSUPPORTED (RS_PARAM_INTEGRITY on a transport that cannot
+ * checksum: NCCL). @since 0.1
  */
 RS_API rs_status rs_context_set_param(rs_context *ctx, rs_param param,
                                       int64_t value);
@@ -582,6 +584,24 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
 
+/**
+ * Exchange shards between processes (MPI and NCCL contexts, declared in
+ * reshard.h since 0.3, in reshard_mpi.h before): afterwards the layout on every rank holds the tensors and
+ * shards every rank had added, in rank order, so all ranks hold the same
+ * layout and compute the same plan. Before the call each rank may hold only
+ * shards of its own rank (and tensors, which must agree in dtype and shape
+ * where several ranks declare the same name). Collective over the context's
+ * ranks; a rank that does not call within RS_PARAM_TIMEOUT_MS gives
+ * RS_ERR_TIMEOUT on the others. Bytes received are decoded by a versioned,
+ * size-checked wire format and validated like rs_layout_add_shard.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (a shard of another
+ * rank), RS_ERR_UNSUPPORTED (a context that drives every rank itself), RS_ERR_MISMATCH (two
+ * ranks declare one tensor differently), RS_ERR_CORRUPT (malformed bytes),
+ * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT, and every status of rs_layout_add_shard.
+ * On failure the layout is unchanged. @since 0.1
+ */
+RS_API rs_status rs_layout_allgather(rs_layout *layout);
+
 /* ------------------------------------------------------------------------ */
 /* Memory kinds and asynchronous execution                                  */
 /* ------------------------------------------------------------------------ */
@@ -611,12 +631,16 @@ RS_API rs_status rs_plan_bind_memory(rs_plan *plan, rs_side side, int rank,
  * Start an execution of @p plan and return without waiting for it: the
  * same checks as rs_plan_execute are made first (nothing is written when
  * they fail), then the work is started. @p queue is where a GPU transport
- * orders the work (a cudaStream_t; the destination is ready when the
- * stream reaches that point); host contexts take NULL. Afterwards call
+ * orders the work (a cudaStream_t, NULL for the legacy default stream):
+ * the call returns once all of it is enqueued after what is already on
+ * the stream, and the destination is ready when the stream reaches that
+ * point (reshard_nccl.h); host contexts take NULL. Afterwards call
  * rs_plan_test or rs_plan_wait until the execution ends: between processes
  * it makes progress only inside those calls (and rs_plan_execute). One
- * execution may be in flight per context; the bound buffers must stay
- * valid and the sources unchanged until it ended.
+ * execution may be in flight per context (on a GPU context of one process,
+ * an enqueued execution no longer counts: the next may be enqueued at
+ * once); the bound buffers must stay valid and the sources unchanged until
+ * it ended.
  * Errors: those of rs_plan_execute, and RS_ERR_INVALID_ARGUMENT (an
  * execution is already in flight on the context; a queue on a host
  * context). @since 0.2
@@ -625,8 +649,9 @@ RS_API rs_status rs_plan_execute_async(rs_plan *plan, void *queue);
 
 /**
  * Advance the execution in flight without waiting. *done becomes 1 once it
- * ended, and the call then returns its status (as rs_plan_execute would
- * have); 0 while it goes on (status RS_OK). With no execution in flight,
+ * ended (on a GPU context: once its stream got past it), and the call then
+ * returns its status (as rs_plan_execute would have); 0 while it goes on
+ * (status RS_OK). With no execution in flight,
  * *done = 1 and the status of the last one (RS_OK when there was none).
  * Errors: RS_ERR_NULL_POINTER, and those of rs_plan_execute. @since 0.2
  */

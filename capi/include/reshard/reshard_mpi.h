@@ -38,22 +38,8 @@ extern "C" {
 RS_API rs_status rs_context_create_mpi_fortran(int64_t fcomm,
                                                rs_context **out);
 
-/**
- * Exchange shards: afterwards the layout on every rank holds the tensors and
- * shards every rank had added, in rank order, so all ranks hold the same
- * layout and compute the same plan. Before the call each rank may hold only
- * shards of its own rank (and tensors, which must agree in dtype and shape
- * where several ranks declare the same name). Collective over the context's
- * ranks; a rank that does not call within RS_PARAM_TIMEOUT_MS gives
- * RS_ERR_TIMEOUT on the others. Bytes received are decoded by a versioned,
- * size-checked wire format and validated like rs_layout_add_shard.
- * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (a shard of another
- * rank), RS_ERR_UNSUPPORTED (not an MPI context), RS_ERR_MISMATCH (two
- * ranks declare one tensor differently), RS_ERR_CORRUPT (malformed bytes),
- * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT, and every status of rs_layout_add_shard.
- * On failure the layout is unchanged. @since 0.1
- */
-RS_API rs_status rs_layout_allgather(rs_layout *layout);
+/* rs_layout_allgather, which shares the ranks' shards, is declared in
+ * reshard.h: it serves every transport with one rank per process. */
 
 #ifdef __cplusplus
 }

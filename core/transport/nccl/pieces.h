@@ -1,0 +1,321 @@
+/* The piece table of the CUDA copy engine: a batch of rsi_copy turned into
+ * flat descriptors that one kernel launch walks, and the per-thread index
+ * math that both the kernel (pack.cu) and its CPU emulation
+ * (rsi_pieces_run_host, what CI tests) run.
+ *
+ * A copy is first seen as a box of bytes: its dims, then one innermost dim
+ * of esize bytes; a dense side gets the dense strides of the box and a
+ * base moved back by lo elements, so both sides are strided. Dims that
+ * both sides step through as one are merged; the innermost dim is then one
+ * contiguous row on both sides. Bytes move in units of w in {16,8,4,2,1}:
+ * the largest that divides the row, the range ends, both bases and every
+ * outer stride, so every unit address is w-aligned. The range becomes up to
+ * three pieces (partial head row, full rows, partial tail row), each
+ * `nrows` rows x `ncols` units from (row_lo, col_lo). A piece is cut into
+ * items of at most RSI_PIECE_ITEM_UNITS units: a chunk of one long row, or
+ * several whole short rows. A team of threads (a warp or a block on the
+ * GPU, threads_per_item in the emulation) copies an item: rows that follow
+ * one another by one stride are walked with no division per unit
+ * (rsi_walk_*); an item whose rows cross the end of the innermost outer
+ * dim is split into such straight segments, or, where those would be too
+ * short, copied unit by unit (rsi_item_unit).
+ *
+ * Plain C11 that also compiles as CUDA C++: per-thread functions are
+ * `static inline RSI_HD`, __host__ __device__ under nvcc. */
+#ifndef RS_CORE_TRANSPORT_NCCL_PIECES_H
+#define RS_CORE_TRANSPORT_NCCL_PIECES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../../engine.h"
+#include "../../error.h"
+
+#ifdef __CUDACC__
+#define RSI_HD __host__ __device__
+#define RSI_HD_COLD __host__ __device__ __noinline__
+#else
+#define RSI_HD
+#define RSI_HD_COLD
+#endif
+/* Keeps nvcc from unrolling a loop over dims: code size and registers. */
+#ifdef __CUDA_ARCH__
+#define RSI_NO_UNROLL _Pragma("unroll 1")
+#else
+#define RSI_NO_UNROLL
+#endif
+
+/* Units one item holds at most. */
+#define RSI_PIECE_ITEM_UNITS 4096
+/* Outer (row) dims a piece can have: every dim of the copy at most. */
+#define RSI_PIECE_MAX_OUTER RS_MAX_DIMS
+
+/* One piece: rows [row_lo, row_lo + nrows) x units [col_lo, col_lo +
+ * ncols) of a merged box whose rows are numbered row-major over `nouter`
+ * outer dims. The byte address of unit c of row r on one side is
+ * base + sum(idx_d(r) * stride[d]) + c * unit, computed mod 2^64 (a dense
+ * side's base may lie before its pointer, so it may wrap). */
+typedef struct rsi_piece {
+  uint64_t dst, src;     /* base addresses */
+  int64_t row_lo, nrows; /* rows, numbered over the outer dims */
+  int64_t col_lo, ncols; /* units inside each row */
+  /* Items: the piece's items are [first_item, first_item + items); item i
+   * (counted from first_item) covers rows (i / chunks) * rows_per_item ..
+   * (at most rows_per_item of them) and units (i % chunks) * chunk_cols ..
+   * (at most chunk_cols) of those rows. chunks > 1 only when rows_per_item
+   * is 1. */
+  int64_t first_item, items;
+  int64_t chunks, chunk_cols, rows_per_item;
+  int32_t unit;   /* bytes per unit: 16, 8, 4, 2 or 1 */
+  int32_t nouter; /* outer dims in use, 0..RSI_PIECE_MAX_OUTER */
+  int64_t ext[RSI_PIECE_MAX_OUTER];        /* outer extents, outermost first */
+  int64_t dst_stride[RSI_PIECE_MAX_OUTER]; /* outer strides, bytes */
+  int64_t src_stride[RSI_PIECE_MAX_OUTER];
+} rsi_piece;
+
+/* One item of a piece as rsi_piece_item finds it, small enough for a
+ * thread's registers: `rows` x `cols` units from absolute row row0, unit
+ * col0. dst / src are the addresses of its first unit; the first
+ * `straight_rows` rows follow one another by dst_step / src_step bytes
+ * (the stride of the innermost outer dim); later rows (past the end of
+ * that dim) are found by rsi_piece_row. */
+typedef struct rsi_item {
+  uint64_t dst, src;
+  uint64_t dst_step, src_step;
+  int64_t row0, col0;
+  uint32_t rows, cols, units, straight_rows;
+  uint32_t unit;
+} rsi_item;
+
+/* A reusable table: v[0..n) with room for cap; items in all. */
+typedef struct rsi_pieces {
+  rsi_piece *v;
+  int64_t n, cap, items;
+} rsi_pieces;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The table of copies[0..n), into out (reset first; its room is kept and
+ * grown). RS_ERR_NO_MEMORY leaves out with n = items = 0. */
+rs_status rsi_pieces_build(const rsi_copy *copies, int64_t n,
+                           rsi_pieces *out, rsi_err *err);
+void rsi_pieces_free(rsi_pieces *p);
+
+/* The CPU emulation of the kernel: every item, and in it every one of
+ * threads_per_item threads running the kernel's strided loop, each unit
+ * copied with memcpy. The addresses are host pointers. */
+void rsi_pieces_run_host(const rsi_piece *t, int64_t n, int64_t items,
+                         int threads_per_item);
+
+/* pack.cu: enqueue on `stream` (a cudaStream_t) the one kernel that copies
+ * every item of the table table_dev[0..npieces) (device memory; device
+ * addresses). Nothing is launched when items is 0. Returns the launch's
+ * cudaError_t (0: cudaSuccess). */
+int rsi_cuda_copy_launch(const rsi_piece *table_dev, int64_t npieces,
+                         int64_t items, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* The piece of t[0..n) that holds `item` (0 <= item < total items). */
+static inline RSI_HD int64_t rsi_piece_find(const rsi_piece *t, int64_t n,
+                                            int64_t item) {
+  int64_t lo = 0, hi = n - 1;
+  RSI_NO_UNROLL
+  while (lo < hi) { /* the last piece whose first_item <= item */
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    if (t[mid].first_item <= item)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* x / y, through a 32-bit division when both fit (far cheaper on GPUs). */
+static inline RSI_HD uint64_t rsi_piece_udiv(uint64_t x, uint64_t y) {
+  if ((x | y) >> 32 == 0) return (uint64_t)((uint32_t)x / (uint32_t)y);
+  return x / y;
+}
+
+/* The addresses of unit 0 of row `row` of p: the outer-dim divisions
+ * (none for the outermost dim, which holds what is left). */
+static inline RSI_HD void rsi_piece_row(const rsi_piece *p, int64_t row,
+                                        uint64_t *dst, uint64_t *src) {
+  uint64_t d = p->dst, s = p->src, rest = (uint64_t)row;
+  RSI_NO_UNROLL
+  for (int dim = p->nouter - 1; dim > 0; dim--) {
+    uint64_t q = rsi_piece_udiv(rest, (uint64_t)p->ext[dim]);
+    uint64_t i = rest - q * (uint64_t)p->ext[dim];
+    d += i * (uint64_t)p->dst_stride[dim];
+    s += i * (uint64_t)p->src_stride[dim];
+    rest = q;
+  }
+  if (p->nouter > 0) {
+    d += rest * (uint64_t)p->dst_stride[0];
+    s += rest * (uint64_t)p->src_stride[0];
+  }
+  *dst = d;
+  *src = s;
+}
+
+/* Where item `item` (a global item number inside p) lies: once per item
+ * and thread. */
+static inline RSI_HD void rsi_piece_item(const rsi_piece *p, int64_t item,
+                                         rsi_item *it) {
+  uint64_t local = (uint64_t)(item - p->first_item);
+  uint64_t group = local, chunk = 0;
+  if (p->chunks > 1) {
+    group = rsi_piece_udiv(local, (uint64_t)p->chunks);
+    chunk = local - group * (uint64_t)p->chunks;
+  }
+  int64_t r = (int64_t)group * p->rows_per_item;
+  int64_t c = (int64_t)chunk * p->chunk_cols;
+  int64_t rows = p->nrows - r, cols = p->ncols - c;
+  if (rows > p->rows_per_item) rows = p->rows_per_item;
+  if (cols > p->chunk_cols) cols = p->chunk_cols;
+  it->rows = (uint32_t)rows;
+  it->cols = (uint32_t)cols;
+  it->units = (uint32_t)(rows * cols);
+  it->unit = (uint32_t)p->unit;
+  it->row0 = p->row_lo + r;
+  it->col0 = p->col_lo + c;
+  uint64_t d, s, col = (uint64_t)it->col0 * (uint64_t)p->unit;
+  rsi_piece_row(p, it->row0, &d, &s);
+  it->dst = d + col;
+  it->src = s + col;
+  it->straight_rows = it->rows;
+  it->dst_step = it->src_step = 0;
+  if (p->nouter > 0 && rows > 1) {
+    int last = p->nouter - 1;
+    uint64_t e = (uint64_t)p->ext[last];
+    uint64_t r0 = (uint64_t)it->row0;
+    uint64_t left = e - (r0 - rsi_piece_udiv(r0, e) * e); /* to dim's end */
+    if (left < it->rows) it->straight_rows = (uint32_t)left;
+    it->dst_step = (uint64_t)p->dst_stride[last];
+    it->src_step = (uint64_t)p->src_stride[last];
+  }
+}
+
+/* The addresses of unit col0 of the item's row kr, the long way. */
+static RSI_HD_COLD void rsi_item_far_row(const rsi_piece *p,
+                                         const rsi_item *it, uint32_t kr,
+                                         uint64_t *dst, uint64_t *src) {
+  uint64_t col = (uint64_t)it->col0 * it->unit;
+  rsi_piece_row(p, it->row0 + kr, dst, src);
+  *dst += col;
+  *src += col;
+}
+
+/* The straight run of an item's rows that starts at its row `from` (<
+ * rows), as an item of its own: up to the end of the item or of the
+ * innermost outer dim, whichever comes first. */
+static inline RSI_HD void rsi_item_segment(const rsi_piece *p,
+                                           const rsi_item *it, uint32_t from,
+                                           rsi_item *seg) {
+  *seg = *it;
+  seg->row0 = it->row0 + from;
+  uint64_t d, s, col = (uint64_t)it->col0 * it->unit;
+  rsi_piece_row(p, seg->row0, &d, &s);
+  seg->dst = d + col;
+  seg->src = s + col;
+  uint32_t rows = it->rows - from;
+  uint64_t e = (uint64_t)p->ext[p->nouter - 1], r0 = (uint64_t)seg->row0;
+  uint64_t left = e - (r0 - rsi_piece_udiv(r0, e) * e);
+  if (left < rows) rows = (uint32_t)left;
+  seg->rows = seg->straight_rows = rows;
+  seg->units = rows * it->cols;
+}
+
+/* Whether an item that is not straight (straight_rows < rows) is copied
+ * segment by segment (rsi_item_segment, each walked as a straight item by
+ * `threads` threads) rather than unit by unit (rsi_item_unit): when a
+ * segment spanning the whole innermost outer dim keeps every thread busy.
+ * Else segments would be too short and the units' divisions are cheaper. */
+static inline RSI_HD bool rsi_item_by_segments(const rsi_piece *p,
+                                               const rsi_item *it,
+                                               uint32_t threads) {
+  return (uint64_t)p->ext[p->nouter - 1] * it->cols >= threads;
+}
+
+/* Unit k of an item, k < it->units, on one of its first straight_rows
+ * rows (always so when straight_rows == rows): the dst and src addresses.
+ * A 32-bit division when the item holds several rows, none otherwise. */
+static inline RSI_HD void rsi_item_unit_straight(const rsi_item *it,
+                                                 uint32_t k, uint64_t *dst,
+                                                 uint64_t *src) {
+  uint32_t kr = 0, kc = k;
+  if (it->rows > 1) {
+    kr = k / it->cols;
+    kc = k - kr * it->cols;
+  }
+  uint64_t col = (uint64_t)kc * it->unit;
+  *dst = it->dst + kr * it->dst_step + col;
+  *src = it->src + kr * it->src_step + col;
+}
+
+/* Unit k of an item (0 <= k, one thread's index): false when k is past the
+ * item's end; else the dst and src addresses of that unit. Rows past the
+ * end of the innermost outer dim go through rsi_piece_row (out of line on
+ * the GPU, so that the common path holds few registers). */
+static inline RSI_HD bool rsi_item_unit(const rsi_piece *p,
+                                        const rsi_item *it, uint32_t k,
+                                        uint64_t *dst, uint64_t *src) {
+  if (k >= it->units) return false;
+  uint32_t kr = it->rows > 1 ? k / it->cols : 0;
+  if (kr < it->straight_rows) {
+    rsi_item_unit_straight(it, k, dst, src);
+  } else {
+    uint64_t col = (uint64_t)(k - kr * it->cols) * it->unit;
+    rsi_item_far_row(p, it, kr, dst, src);
+    *dst += col;
+    *src += col;
+  }
+  return true;
+}
+
+/* A thread's walk through a straight item (straight_rows == rows) by a
+ * fixed stride of units, without a division per unit: from unit k at
+ * (dst, src), column col (of the item's cols), the next unit is stride
+ * units on. rsi_walk_init once per item, the same for every thread. */
+typedef struct rsi_walk {
+  uint64_t dst_adv, src_adv;   /* bytes for `stride` units, no wrap */
+  uint64_t dst_wrap, src_wrap; /* and more when the column wraps */
+  uint32_t col_adv;            /* stride % cols */
+} rsi_walk;
+
+static inline RSI_HD void rsi_walk_init(const rsi_item *it, uint32_t stride,
+                                        rsi_walk *w) {
+  uint32_t rows = stride / it->cols, cols = stride - rows * it->cols;
+  w->col_adv = cols;
+  w->dst_adv = rows * it->dst_step + (uint64_t)cols * it->unit;
+  w->src_adv = rows * it->src_step + (uint64_t)cols * it->unit;
+  w->dst_wrap = it->dst_step - (uint64_t)it->cols * it->unit; /* mod 2^64 */
+  w->src_wrap = it->src_step - (uint64_t)it->cols * it->unit;
+}
+
+/* Where a walk starts: unit k (< it->units) of a straight item. */
+static inline RSI_HD void rsi_walk_start(const rsi_item *it, uint32_t k,
+                                         uint32_t *col, uint64_t *dst,
+                                         uint64_t *src) {
+  rsi_item_unit_straight(it, k, dst, src);
+  *col = it->rows > 1 ? k % it->cols : k;
+}
+
+static inline RSI_HD void rsi_walk_next(const rsi_item *it,
+                                        const rsi_walk *w, uint32_t *col,
+                                        uint64_t *dst, uint64_t *src) {
+  *dst += w->dst_adv;
+  *src += w->src_adv;
+  *col += w->col_adv;
+  if (*col >= it->cols) {
+    *col -= it->cols;
+    *dst += w->dst_wrap;
+    *src += w->src_wrap;
+  }
+}
+
+#endif
