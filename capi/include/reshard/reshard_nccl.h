@@ -2,10 +2,11 @@
  * libreshard over NCCL: GPU memory moved between CUDA devices.
  *
  * The NCCL transport is a module (libreshard-nccl.so.0) that libreshard
- * loads when the first NCCL context is created: from the path in the
- * environment variable RESHARD_NCCL_MODULE if set, else from the folder
- * libreshard itself was loaded from, else through the dynamic loader's
- * search path. The module needs NCCL (libnccl.so.2) and a CUDA driver;
+ * loads when the first NCCL context is created (or the first unique id
+ * made), trying in order the path in the environment variable
+ * RESHARD_NCCL_MODULE if set, the folder libreshard itself was loaded
+ * from, and the dynamic loader's search path; the first that loads is
+ * used. The module needs NCCL (libnccl.so.2) and a CUDA driver;
  * where either is missing, creating an NCCL context returns
  * RS_ERR_UNSUPPORTED and the message says what is missing. libreshard.so
  * itself never needs CUDA or NCCL, and this header names their types only
