@@ -109,3 +109,7 @@ rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
   API_REQUIRE(bytes, err, "rs_layout_deserialize");
   return rsi_wire_merge(layout, bytes, &length, 1, true, err);
 }
+
+const char *rs_layout_last_error(const rs_layout *layout) {
+  return layout ? layout->ctx->err->msg : rs_last_error();
+}

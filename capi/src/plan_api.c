@@ -142,3 +142,7 @@ rs_status rs_plan_to_json(const rs_plan *plan, char **json, size_t *length) {
   API_REQUIRE(json, plan->ctx->err, "rs_plan_to_json");
   return rsi_plan_to_json(plan, json, length, plan->ctx->err);
 }
+
+const char *rs_plan_last_error(const rs_plan *plan) {
+  return plan ? plan->ctx->err->msg : rs_last_error();
+}

@@ -602,6 +602,16 @@ RS_API rs_status rs_plan_execute(rs_plan *plan);
  */
 RS_API rs_status rs_layout_allgather(rs_layout *layout);
 
+/**
+ * Detail of the last failure recorded on the context of @p layout (or of
+ * @p plan): rs_context_last_error of that context, for callers that hold
+ * only the layout or plan (language bindings). NULL gives rs_last_error().
+ * Never NULL; valid until the next failure on that context. @since 0.3
+ */
+RS_API const char *rs_layout_last_error(const rs_layout *layout);
+/** See rs_layout_last_error. @since 0.3 */
+RS_API const char *rs_plan_last_error(const rs_plan *plan);
+
 /* ------------------------------------------------------------------------ */
 /* Memory kinds and asynchronous execution                                  */
 /* ------------------------------------------------------------------------ */

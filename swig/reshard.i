@@ -1,0 +1,128 @@
+/* The one SWIG interface of libreshard, for Python, Go and Lua.
+ *
+ * It wraps rsw.h, the C API recast for bindings (every fallible call fills
+ * an rsw_result; integer arrays are rsw_ints; C-allocated rsw_buffer), and
+ * the public enumerations as constants. Each language finishes it with a
+ * thin layer of its own (bindings/<language>/) that makes handles objects,
+ * results errors, and lists of integers native lists.
+ *
+ * Per-language needs live here, each under its #ifdef:
+ *   Lua   int64_t and uint64_t as Lua integers (SWIG 4.1 makes them
+ *         floats, which lose exactness above 2^53). */
+%module reshard
+
+%{
+#include "rsw.h"
+%}
+
+%include <stdint.i>
+
+#ifdef SWIGLUA
+/* Exact 64-bit integers: lua_Integer both ways. */
+%typemap(in, checkfn = "lua_isinteger") int64_t, const int64_t &
+  %{ $1 = ($type)lua_tointeger(L, $input); %}
+%typemap(in, checkfn = "lua_isinteger") uint64_t
+  %{ $1 = (uint64_t)lua_tointeger(L, $input); %}
+%typemap(out) int64_t, uint64_t
+  %{ lua_pushinteger(L, (lua_Integer)$1); SWIG_arg++; %}
+%typemap(typecheck, precedence = SWIG_TYPECHECK_INT64) int64_t, uint64_t
+  %{ $1 = lua_isinteger(L, $input); %}
+#endif
+
+/* Handles are opaque to every language. */
+typedef struct rs_context rs_context;
+typedef struct rs_layout rs_layout;
+typedef struct rs_plan rs_plan;
+
+%newobject rsw_plan_to_json;
+%newobject rsw_result_new;
+%delobject rsw_result_free;
+%newobject rsw_ints_new;
+%delobject rsw_ints_free;
+%newobject rsw_buffer_new;
+%delobject rsw_buffer_free;
+
+/* rsw_result: fields readable, not writable. */
+%immutable rsw_result::status;
+%immutable rsw_result::value;
+%immutable rsw_result::real;
+%immutable rsw_result::handle;
+%immutable rsw_result::name;
+%immutable rsw_result::message;
+
+%include "rsw.h"
+
+/* The public enumerations, with their C names (RS_OK, RS_DTYPE_BF16, ...). */
+%constant int RS_OK = 0;
+%constant int RS_ERR_INVALID_ARGUMENT = 100;
+%constant int RS_ERR_NULL_POINTER = 101;
+%constant int RS_ERR_BAD_SHAPE = 102;
+%constant int RS_ERR_TOO_MANY_DIMS = 103;
+%constant int RS_ERR_OUT_OF_BOUNDS = 104;
+%constant int RS_ERR_OVERFLOW = 105;
+%constant int RS_ERR_OVERLAP = 106;
+%constant int RS_ERR_DUPLICATE_NAME = 107;
+%constant int RS_ERR_UNKNOWN_TENSOR = 108;
+%constant int RS_ERR_UNKNOWN_RANK = 109;
+%constant int RS_ERR_UNKNOWN_BUFFER = 110;
+%constant int RS_ERR_BUFFER_TOO_SMALL = 111;
+%constant int RS_ERR_BAD_PARAM = 112;
+%constant int RS_ERR_WRONG_CONTEXT = 113;
+%constant int RS_ERR_WRONG_MEMORY = 114;
+%constant int RS_ERR_INCOMPATIBLE = 200;
+%constant int RS_ERR_NOT_COVERED = 201;
+%constant int RS_ERR_UNSUPPORTED = 300;
+%constant int RS_ERR_NO_MEMORY = 400;
+%constant int RS_ERR_TRANSPORT = 500;
+%constant int RS_ERR_TIMEOUT = 501;
+%constant int RS_ERR_MISMATCH = 502;
+%constant int RS_ERR_CORRUPT = 503;
+
+%constant int RS_DTYPE_U8 = 1;
+%constant int RS_DTYPE_I8 = 2;
+%constant int RS_DTYPE_U16 = 3;
+%constant int RS_DTYPE_I16 = 4;
+%constant int RS_DTYPE_U32 = 5;
+%constant int RS_DTYPE_I32 = 6;
+%constant int RS_DTYPE_U64 = 7;
+%constant int RS_DTYPE_I64 = 8;
+%constant int RS_DTYPE_F16 = 9;
+%constant int RS_DTYPE_BF16 = 10;
+%constant int RS_DTYPE_F32 = 11;
+%constant int RS_DTYPE_F64 = 12;
+%constant int RS_DTYPE_F8_E4M3 = 13;
+%constant int RS_DTYPE_F8_E5M2 = 14;
+%constant int RS_DTYPE_BOOL = 15;
+
+%constant int RS_TRANSPORT_LOCAL = 1;
+%constant int RS_TRANSPORT_MPI = 2;
+%constant int RS_TRANSPORT_NCCL = 3;
+%constant int RS_ALL_RANKS = -1;
+%constant int RS_REPLICATE = -1;
+%constant int RS_MAX_DIMS = 16;
+%constant int RS_NCCL_UNIQUE_ID_BYTES = 128;
+
+%constant int RS_PARAM_STAGING_BYTES = 100;
+%constant int RS_PARAM_SLICE_BYTES = 101;
+%constant int RS_PARAM_TIMEOUT_MS = 200;
+%constant int RS_PARAM_INTEGRITY = 201;
+
+%constant int RS_STAT_BYTES_SENT_INTRA = 1;
+%constant int RS_STAT_BYTES_SENT_INTER = 2;
+%constant int RS_STAT_BYTES_RECV_INTRA = 3;
+%constant int RS_STAT_BYTES_RECV_INTER = 4;
+%constant int RS_STAT_BYTES_LOCAL = 5;
+%constant int RS_STAT_MESSAGES_SENT = 6;
+%constant int RS_STAT_MESSAGES_RECV = 7;
+%constant int RS_STAT_ROUNDS = 8;
+%constant int RS_STAT_STAGING_BYTES = 9;
+%constant int RS_STAT_MOVES = 10;
+
+%constant int RS_ROUTE_LOCAL = 0;
+%constant int RS_ROUTE_INTRA = 1;
+%constant int RS_ROUTE_INTER = 2;
+
+%constant int RS_SIDE_SRC = 0;
+%constant int RS_SIDE_DST = 1;
+%constant int RS_MEMORY_HOST = 0;
+%constant int RS_MEMORY_CUDA = 1;

@@ -1,0 +1,641 @@
+/* The bindings' shim (rsw.h): each function calls the C API and records
+ * the outcome in an rsw_result. */
+#include "rsw.h"
+
+#include <reshard/reshard_mpi.h>
+#include <reshard/reshard_nccl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rsw_ints {
+  int64_t *v;
+  int64_t n, cap;
+};
+
+struct rsw_buffer {
+  unsigned char *p;
+  int64_t n;
+};
+
+/* ---- results -------------------------------------------------------------- */
+
+rsw_result *rsw_result_new(void) { return calloc(1, sizeof(rsw_result)); }
+void rsw_result_free(rsw_result *r) { free(r); }
+
+static void begin(rsw_result *r) {
+  r->status = RS_OK;
+  r->value = 0;
+  r->real = 0;
+  r->handle = NULL;
+  snprintf(r->name, sizeof r->name, "%s", rs_status_name(RS_OK));
+  r->message[0] = '\0';
+}
+
+/* Record st and the message of ctx (or this thread's, without one). */
+static void end(rsw_result *r, rs_status st, const rs_context *ctx) {
+  r->status = (int)st;
+  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
+  if (st != RS_OK)
+    snprintf(r->message, sizeof r->message, "%s",
+             ctx ? rs_context_last_error(ctx) : rs_last_error());
+}
+
+static void fail(rsw_result *r, const char *what) {
+  r->status = RS_ERR_INVALID_ARGUMENT;
+  snprintf(r->name, sizeof r->name, "%s",
+           rs_status_name(RS_ERR_INVALID_ARGUMENT));
+  snprintf(r->message, sizeof r->message, "%s", what);
+}
+
+/* ---- integer vectors ------------------------------------------------------ */
+
+rsw_ints *rsw_ints_new(void) { return calloc(1, sizeof(rsw_ints)); }
+
+void rsw_ints_free(rsw_ints *v) {
+  if (!v) return;
+  free(v->v);
+  free(v);
+}
+
+void rsw_ints_clear(rsw_ints *v) { v->n = 0; }
+
+int rsw_ints_push(rsw_ints *v, int64_t x) {
+  if (v->n == v->cap) {
+    int64_t cap = v->cap ? v->cap * 2 : 8;
+    int64_t *p = realloc(v->v, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    v->v = p;
+    v->cap = cap;
+  }
+  v->v[v->n++] = x;
+  return 0;
+}
+
+int64_t rsw_ints_len(const rsw_ints *v) { return v ? v->n : 0; }
+
+int64_t rsw_ints_get(const rsw_ints *v, int64_t i) {
+  return v && i >= 0 && i < v->n ? v->v[i] : 0;
+}
+
+/* The elements as int (mesh ranks, placements); NULL if one does not fit
+ * or memory is short (message in r). */
+static int *as_ints(rsw_result *r, const rsw_ints *v) {
+  int *out = malloc((size_t)(v->n ? v->n : 1) * sizeof *out);
+  if (!out) {
+    fail(r, "out of memory");
+    r->status = RS_ERR_NO_MEMORY;
+    return NULL;
+  }
+  for (int64_t i = 0; i < v->n; i++) {
+    if (v->v[i] < -2147483647 - 1 || v->v[i] > 2147483647) {
+      snprintf(r->message, sizeof r->message,
+               "element %lld (%lld) does not fit an int", (long long)i,
+               (long long)v->v[i]);
+      r->status = RS_ERR_INVALID_ARGUMENT;
+      snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+      free(out);
+      return NULL;
+    }
+    out[i] = (int)v->v[i];
+  }
+  return out;
+}
+
+static int dims(const rsw_ints *v) {
+  return v->n > 2147483647 ? 2147483647 : (int)v->n;
+}
+
+/* ---- buffers ---------------------------------------------------------------- */
+
+rsw_buffer *rsw_buffer_new(int64_t bytes) {
+  if (bytes < 0) return NULL;
+  rsw_buffer *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  size_t n = (size_t)(bytes + 63) / 64 * 64;
+  b->p = aligned_alloc(64, n ? n : 64);
+  if (!b->p) {
+    free(b);
+    return NULL;
+  }
+  memset(b->p, 0, n ? n : 64);
+  b->n = bytes;
+  return b;
+}
+
+void rsw_buffer_free(rsw_buffer *b) {
+  if (!b) return;
+  free(b->p);
+  free(b);
+}
+
+int64_t rsw_buffer_size(const rsw_buffer *b) { return b->n; }
+uint64_t rsw_buffer_address(const rsw_buffer *b) {
+  return (uint64_t)(uintptr_t)b->p;
+}
+void rsw_buffer_fill(rsw_buffer *b, int byte) {
+  memset(b->p, byte, (size_t)b->n);
+}
+
+static float f32_of_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static uint32_t bits_of_f32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static double half_to_double(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0    ? m / 1024.0 / 16384.0
+             : e == 31 ? (m ? 0.0 / 0.0 : 1.0 / 0.0)
+                       : (1 + m / 1024.0) * (double)(1u << e) / 32768.0;
+  return h & 0x8000 ? -v : v;
+}
+
+/* f32 to f16, round to nearest even. */
+static uint16_t double_to_half(double d) {
+  uint32_t x = bits_of_f32((float)d);
+  uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 255, m = x & 0x7fffff;
+  if (e == 255) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
+  int ue = (int)e - 127 + 15;
+  if (ue >= 31) return (uint16_t)(sign | 0x7c00);
+  if (ue <= 0) {
+    if (ue < -10) return (uint16_t)sign;
+    m |= 0x800000;
+    int shift = 14 - ue;
+    uint32_t half = m >> shift, rest = m & ((1u << shift) - 1),
+             mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = (uint32_t)(ue << 10) | (m >> 13), rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) half++;
+  return (uint16_t)(sign | half);
+}
+
+static uint16_t double_to_bf16(double d) {
+  uint32_t x = bits_of_f32((float)d);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+/* Where element `index` of `dtype` lies, or NULL (message in r). */
+static unsigned char *element(rsw_result *r, const rsw_buffer *b, int dtype,
+                              int64_t index, size_t *size) {
+  *size = rs_dtype_size((rs_dtype)dtype);
+  if (*size == 0) {
+    fail(r, "unknown dtype");
+    return NULL;
+  }
+  if (index < 0 || index >= b->n / (int64_t)*size) {
+    snprintf(r->message, sizeof r->message,
+             "element %lld of a %s array of %lld elements", (long long)index,
+             rs_dtype_name((rs_dtype)dtype), (long long)(b->n / (int64_t)*size));
+    r->status = RS_ERR_INVALID_ARGUMENT;
+    snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+    return NULL;
+  }
+  return b->p + (size_t)index * *size;
+}
+
+static int is_float(int dtype) {
+  return dtype == RS_DTYPE_F16 || dtype == RS_DTYPE_BF16 ||
+         dtype == RS_DTYPE_F32 || dtype == RS_DTYPE_F64;
+}
+
+void rsw_buffer_get_int(rsw_result *r, const rsw_buffer *b, int dtype,
+                        int64_t index) {
+  begin(r);
+  size_t n;
+  unsigned char *p = element(r, b, dtype, index, &n);
+  if (!p) return;
+  if (is_float(dtype) || n > 8) {
+    fail(r, "not an integer dtype");
+    return;
+  }
+  uint64_t u = 0;
+  memcpy(&u, p, n); /* little-endian hosts */
+  int sign = dtype == RS_DTYPE_I8 || dtype == RS_DTYPE_I16 ||
+             dtype == RS_DTYPE_I32 || dtype == RS_DTYPE_I64;
+  if (sign && n < 8 && (u >> (8 * n - 1)) & 1) u |= ~(uint64_t)0 << (8 * n);
+  r->value = (int64_t)u;
+}
+
+void rsw_buffer_get_float(rsw_result *r, const rsw_buffer *b, int dtype,
+                          int64_t index) {
+  begin(r);
+  size_t n;
+  unsigned char *p = element(r, b, dtype, index, &n);
+  if (!p) return;
+  uint16_t h;
+  uint32_t u;
+  switch (dtype) {
+  case RS_DTYPE_F16: memcpy(&h, p, 2); r->real = half_to_double(h); return;
+  case RS_DTYPE_BF16:
+    memcpy(&h, p, 2);
+    r->real = f32_of_bits((uint32_t)h << 16);
+    return;
+  case RS_DTYPE_F32: memcpy(&u, p, 4); r->real = f32_of_bits(u); return;
+  case RS_DTYPE_F64: memcpy(&r->real, p, 8); return;
+  }
+  fail(r, "not a floating-point dtype");
+}
+
+void rsw_buffer_set_int(rsw_result *r, rsw_buffer *b, int dtype,
+                        int64_t index, int64_t value) {
+  begin(r);
+  size_t n;
+  unsigned char *p = element(r, b, dtype, index, &n);
+  if (!p) return;
+  if (is_float(dtype) || n > 8) {
+    fail(r, "not an integer dtype");
+    return;
+  }
+  uint64_t u = (uint64_t)value;
+  memcpy(p, &u, n); /* truncated to the element, little-endian */
+}
+
+void rsw_buffer_set_float(rsw_result *r, rsw_buffer *b, int dtype,
+                          int64_t index, double value) {
+  begin(r);
+  size_t n;
+  unsigned char *p = element(r, b, dtype, index, &n);
+  if (!p) return;
+  uint16_t h;
+  float f;
+  switch (dtype) {
+  case RS_DTYPE_F16: h = double_to_half(value); memcpy(p, &h, 2); return;
+  case RS_DTYPE_BF16: h = double_to_bf16(value); memcpy(p, &h, 2); return;
+  case RS_DTYPE_F32: f = (float)value; memcpy(p, &f, 4); return;
+  case RS_DTYPE_F64: memcpy(p, &value, 8); return;
+  }
+  fail(r, "not a floating-point dtype");
+}
+
+/* ---- library ---------------------------------------------------------------- */
+
+const char *rsw_version(void) { return rs_version_string(); }
+const char *rsw_status_name(int status) {
+  return rs_status_name((rs_status)status);
+}
+const char *rsw_dtype_name(int dtype) { return rs_dtype_name((rs_dtype)dtype); }
+int64_t rsw_dtype_size(int dtype) {
+  return (int64_t)rs_dtype_size((rs_dtype)dtype);
+}
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+static void made(rsw_result *r, rs_status st, void *handle) {
+  end(r, st, NULL);
+  r->handle = st == RS_OK ? handle : NULL;
+}
+
+void rsw_context_create_local(rsw_result *r, int world_size) {
+  begin(r);
+  rs_context *c = NULL;
+  made(r, rs_context_create_local(world_size, &c), c);
+}
+
+void rsw_context_create_mpi(rsw_result *r, int64_t fortran_comm) {
+  begin(r);
+  rs_context *c = NULL;
+  made(r, rs_context_create_mpi_fortran(fortran_comm, &c), c);
+}
+
+void rsw_nccl_unique_id(rsw_result *r, rsw_buffer *id) {
+  begin(r);
+  if (!id || id->n != RS_NCCL_UNIQUE_ID_BYTES)
+    { fail(r, "an NCCL unique id needs a buffer of 128 bytes"); return; }
+  end(r, rs_nccl_unique_id(id->p, (size_t)id->n), NULL);
+}
+
+void rsw_context_create_nccl_id(rsw_result *r, const rsw_buffer *id,
+                                int rank, int world_size, int device) {
+  begin(r);
+  if (!id) { fail(r, "no unique id"); return; }
+  rs_context *c = NULL;
+  made(r,
+       rs_context_create_nccl_id(id->p, (size_t)id->n, rank, world_size,
+                                 device, &c),
+       c);
+}
+
+void rsw_context_create_nccl_comm(rsw_result *r, uint64_t comm) {
+  begin(r);
+  rs_context *c = NULL;
+  made(r, rs_context_create_nccl_comm((void *)(uintptr_t)comm, &c), c);
+}
+
+void rsw_context_create_nccl_devices(rsw_result *r, const rsw_ints *devices) {
+  begin(r);
+  int *d = as_ints(r, devices);
+  if (!d) return;
+  rs_context *c = NULL;
+  made(r, rs_context_create_nccl_devices(d, dims(devices), &c), c);
+  free(d);
+}
+
+void rsw_context_destroy(rs_context *ctx) { rs_context_destroy(ctx); }
+
+void rsw_context_world_size(rsw_result *r, const rs_context *ctx) {
+  begin(r);
+  int n = 0;
+  end(r, rs_context_world_size(ctx, &n), ctx);
+  r->value = n;
+}
+
+void rsw_context_rank(rsw_result *r, const rs_context *ctx) {
+  begin(r);
+  int n = 0;
+  end(r, rs_context_rank(ctx, &n), ctx);
+  r->value = n;
+}
+
+void rsw_context_transport(rsw_result *r, const rs_context *ctx) {
+  begin(r);
+  rs_transport_kind k = RS_TRANSPORT_LOCAL;
+  end(r, rs_context_transport(ctx, &k), ctx);
+  r->value = k;
+}
+
+void rsw_context_set_domain(rsw_result *r, rs_context *ctx, int rank,
+                            int domain) {
+  begin(r);
+  end(r, rs_context_set_domain(ctx, rank, domain), ctx);
+}
+
+void rsw_context_get_domain(rsw_result *r, const rs_context *ctx, int rank) {
+  begin(r);
+  int d = 0;
+  end(r, rs_context_get_domain(ctx, rank, &d), ctx);
+  r->value = d;
+}
+
+void rsw_context_set_domain_size(rsw_result *r, rs_context *ctx, int size) {
+  begin(r);
+  end(r, rs_context_set_domain_size(ctx, size), ctx);
+}
+
+void rsw_context_set_param(rsw_result *r, rs_context *ctx, int param,
+                           int64_t value) {
+  begin(r);
+  end(r, rs_context_set_param(ctx, (rs_param)param, value), ctx);
+}
+
+void rsw_context_get_param(rsw_result *r, const rs_context *ctx, int param) {
+  begin(r);
+  int64_t v = 0;
+  end(r, rs_context_get_param(ctx, (rs_param)param, &v), ctx);
+  r->value = v;
+}
+
+void rsw_context_abort(rs_context *ctx) { rs_context_abort(ctx); }
+
+/* ---- layouts ------------------------------------------------------------------ */
+
+/* Record st with the message of the layout's (or plan's) context. */
+static void end_layout(rsw_result *r, rs_status st, const rs_layout *l) {
+  r->status = (int)st;
+  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
+  if (st != RS_OK)
+    snprintf(r->message, sizeof r->message, "%s", rs_layout_last_error(l));
+}
+
+static void end_plan(rsw_result *r, rs_status st, const rs_plan *p) {
+  r->status = (int)st;
+  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
+  if (st != RS_OK)
+    snprintf(r->message, sizeof r->message, "%s", rs_plan_last_error(p));
+}
+
+void rsw_layout_create(rsw_result *r, rs_context *ctx) {
+  begin(r);
+  rs_layout *l = NULL;
+  rs_status st = rs_layout_create(ctx, &l);
+  end(r, st, ctx);
+  r->handle = st == RS_OK ? l : NULL;
+}
+
+void rsw_layout_destroy(rs_layout *layout) { rs_layout_destroy(layout); }
+
+void rsw_layout_add_tensor(rsw_result *r, rs_layout *layout, const char *name,
+                           int dtype, const rsw_ints *shape) {
+  begin(r);
+  end_layout(r,
+             rs_layout_add_tensor(layout, name, (rs_dtype)dtype, dims(shape),
+                                  shape->v),
+             layout);
+}
+
+void rsw_layout_add_shard(rsw_result *r, rs_layout *layout, const char *name,
+                          int rank, const rsw_ints *offset,
+                          const rsw_ints *extent, int buffer,
+                          int64_t byte_offset, const rsw_ints *strides) {
+  begin(r);
+  if (offset->n != extent->n || (strides && strides->n &&
+                                 strides->n != offset->n))
+    { fail(r, "offset, extent and strides have different lengths"); return; }
+  end_layout(r,
+             rs_layout_add_shard(layout, name, rank, offset->v, extent->v,
+                                 buffer, byte_offset,
+                                 strides && strides->n ? strides->v : NULL),
+             layout);
+}
+
+void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
+                            const char *name, const rsw_ints *mesh_shape,
+                            const rsw_ints *mesh_ranks,
+                            const rsw_ints *placements, int buffer,
+                            int64_t byte_offset) {
+  begin(r);
+  if (placements->n != mesh_shape->n)
+    { fail(r, "one placement per mesh axis is needed"); return; }
+  int *ranks = as_ints(r, mesh_ranks);
+  int *place = ranks ? as_ints(r, placements) : NULL;
+  if (ranks && place)
+    end_layout(r,
+               rs_layout_add_dtensor(layout, name, dims(mesh_shape),
+                                     mesh_shape->v, ranks, place, buffer,
+                                     byte_offset),
+               layout);
+  free(ranks);
+  free(place);
+}
+
+void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
+                           const rsw_ints *mesh_shape,
+                           const rsw_ints *placements, const rsw_ints *coord,
+                           rsw_ints *offset, rsw_ints *extent) {
+  begin(r);
+  rsw_ints_clear(offset);
+  rsw_ints_clear(extent);
+  if (placements->n != mesh_shape->n || coord->n != mesh_shape->n)
+    { fail(r, "one placement and one coordinate per mesh axis"); return; }
+  if (shape->n < 1 || shape->n > RS_MAX_DIMS)
+    { fail(r, "a shape has 1 to 16 dimensions"); return; }
+  int *place = as_ints(r, placements);
+  if (!place) return;
+  int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
+  rs_status st =
+      rs_dtensor_local_box(dims(shape), shape->v, dims(mesh_shape),
+                           mesh_shape->v, place, coord->v, off, ext);
+  free(place);
+  end(r, st, NULL);
+  for (int64_t i = 0; st == RS_OK && i < shape->n; i++)
+    if (rsw_ints_push(offset, off[i]) || rsw_ints_push(extent, ext[i]))
+      { fail(r, "out of memory"); return; }
+}
+
+void rsw_layout_num_tensors(rsw_result *r, const rs_layout *layout) {
+  begin(r);
+  int n = 0;
+  end_layout(r, rs_layout_num_tensors(layout, &n), layout);
+  r->value = n;
+}
+
+void rsw_layout_num_shards(rsw_result *r, const rs_layout *layout) {
+  begin(r);
+  int64_t n = 0;
+  end_layout(r, rs_layout_num_shards(layout, &n), layout);
+  r->value = n;
+}
+
+void rsw_layout_serialize(rsw_result *r, const rs_layout *layout) {
+  begin(r);
+  void *bytes = NULL;
+  size_t len = 0;
+  rs_status st = rs_layout_serialize(layout, &bytes, &len);
+  end_layout(r, st, layout);
+  if (st != RS_OK) return;
+  rsw_buffer *b = rsw_buffer_new((int64_t)len);
+  if (!b) {
+    rs_free(bytes);
+    r->status = RS_ERR_NO_MEMORY;
+    snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+    snprintf(r->message, sizeof r->message, "out of memory");
+    return;
+  }
+  memcpy(b->p, bytes, len);
+  rs_free(bytes);
+  r->handle = b;
+  r->value = (int64_t)len;
+}
+
+void rsw_layout_deserialize(rsw_result *r, rs_layout *layout,
+                            const rsw_buffer *bytes) {
+  begin(r);
+  end_layout(r, rs_layout_deserialize(layout, bytes->p, (size_t)bytes->n),
+             layout);
+}
+
+void rsw_layout_allgather(rsw_result *r, rs_layout *layout) {
+  begin(r);
+  end_layout(r, rs_layout_allgather(layout), layout);
+}
+
+/* ---- plans ---------------------------------------------------------------------- */
+
+void rsw_plan_create(rsw_result *r, const rs_layout *src,
+                     const rs_layout *dst) {
+  begin(r);
+  rs_plan *p = NULL;
+  rs_status st = rs_plan_create(src, dst, &p);
+  end_layout(r, st, src);
+  r->handle = st == RS_OK ? p : NULL;
+}
+
+void rsw_plan_destroy(rs_plan *plan) { rs_plan_destroy(plan); }
+
+void rsw_plan_stat(rsw_result *r, const rs_plan *plan, int rank, int stat) {
+  begin(r);
+  int64_t v = 0;
+  end_plan(r, rs_plan_stat(plan, rank, (rs_stat)stat, &v), plan);
+  r->value = v;
+}
+
+void rsw_plan_num_moves(rsw_result *r, const rs_plan *plan) {
+  begin(r);
+  int64_t n = 0;
+  end_plan(r, rs_plan_num_moves(plan, &n), plan);
+  r->value = n;
+}
+
+void rsw_plan_num_tensors(rsw_result *r, const rs_plan *plan) {
+  begin(r);
+  int n = 0;
+  end_plan(r, rs_plan_num_tensors(plan, &n), plan);
+  r->value = n;
+}
+
+void rsw_plan_fingerprint(rsw_result *r, const rs_plan *plan) {
+  begin(r);
+  uint64_t f = 0;
+  end_plan(r, rs_plan_fingerprint(plan, &f), plan);
+  r->value = (int64_t)f;
+}
+
+char *rsw_plan_to_json(rsw_result *r, const rs_plan *plan) {
+  begin(r);
+  char *json = NULL;
+  size_t len = 0;
+  rs_status st = rs_plan_to_json(plan, &json, &len);
+  end_plan(r, st, plan);
+  if (st != RS_OK) return NULL;
+  char *copy = malloc(len + 1); /* SWIG frees with free() */
+  if (copy) {
+    memcpy(copy, json, len);
+    copy[len] = '\0';
+  }
+  rs_free(json);
+  r->value = (int64_t)len;
+  return copy;
+}
+
+void rsw_plan_bind(rsw_result *r, rs_plan *plan, int side, int rank,
+                   int buffer, uint64_t address, uint64_t bytes, int memory,
+                   int device) {
+  begin(r);
+  end_plan(r,
+           rs_plan_bind_memory(plan, (rs_side)side, rank, buffer,
+                               (void *)(uintptr_t)address, (size_t)bytes,
+                               (rs_memory)memory, device),
+           plan);
+}
+
+void rsw_plan_bind_buffer(rsw_result *r, rs_plan *plan, int side, int rank,
+                          int buffer, rsw_buffer *b) {
+  begin(r);
+  if (!b) { fail(r, "no buffer"); return; }
+  end_plan(r,
+           rs_plan_bind(plan, (rs_side)side, rank, buffer, b->p, (size_t)b->n),
+           plan);
+}
+
+void rsw_plan_execute(rsw_result *r, rs_plan *plan) {
+  begin(r);
+  end_plan(r, rs_plan_execute(plan), plan);
+}
+
+void rsw_plan_execute_async(rsw_result *r, rs_plan *plan, uint64_t queue) {
+  begin(r);
+  end_plan(r, rs_plan_execute_async(plan, (void *)(uintptr_t)queue), plan);
+}
+
+void rsw_plan_test(rsw_result *r, rs_plan *plan) {
+  begin(r);
+  int done = 0;
+  end_plan(r, rs_plan_test(plan, &done), plan);
+  r->value = done;
+}
+
+void rsw_plan_wait(rsw_result *r, rs_plan *plan) {
+  begin(r);
+  end_plan(r, rs_plan_wait(plan), plan);
+}

@@ -1,0 +1,150 @@
+/* The language bindings' view of libreshard: the C API recast so that one
+ * SWIG interface (reshard.i) serves Python, Go and Lua without per-language
+ * pointer typemaps.
+ *
+ * - Every call that can fail takes an rsw_result first and fills it: the
+ *   status, its name, the detailed message (copied in the same C call, so
+ *   it is right whatever thread or goroutine runs next), and the call's
+ *   output (a handle or an integer). The language layer turns a failed
+ *   result into its own error.
+ * - Integer arrays travel as rsw_ints, a small vector the language fills
+ *   element by element (exact 64-bit integers in every language).
+ * - rsw_buffer is memory allocated by C: Go may hand it to a plan (cgo
+ *   forbids C keeping Go pointers), Lua reads and writes its elements.
+ *   Python and torch memory is bound by address instead.
+ *
+ * Plain C11 over the public headers only; compiled into each language's
+ * extension. Not part of libreshard's ABI. */
+#ifndef RESHARD_SWIG_RSW_H
+#define RESHARD_SWIG_RSW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <reshard/reshard.h>
+
+typedef struct rsw_result {
+  int status;         /* rs_status; 0 = RS_OK */
+  int64_t value;      /* an integer output */
+  double real;        /* a floating-point output */
+  void *handle;       /* a handle output (context, layout, plan) */
+  char name[48];      /* rs_status_name(status) */
+  char message[1024]; /* the detail, "" on success */
+} rsw_result;
+
+rsw_result *rsw_result_new(void);
+void rsw_result_free(rsw_result *r);
+
+/* ---- integer vectors ---------------------------------------------------- */
+typedef struct rsw_ints rsw_ints;
+rsw_ints *rsw_ints_new(void);
+void rsw_ints_free(rsw_ints *v);
+void rsw_ints_clear(rsw_ints *v);
+/* Appends x; returns 0, or -1 when out of memory. */
+int rsw_ints_push(rsw_ints *v, int64_t x);
+int64_t rsw_ints_len(const rsw_ints *v);
+/* Element i, or 0 outside [0, len). */
+int64_t rsw_ints_get(const rsw_ints *v, int64_t i);
+
+/* ---- buffers allocated by C ---------------------------------------------- */
+typedef struct rsw_buffer rsw_buffer;
+/* `bytes` zeroed bytes, 64-byte aligned; NULL when out of memory. */
+rsw_buffer *rsw_buffer_new(int64_t bytes);
+void rsw_buffer_free(rsw_buffer *b);
+int64_t rsw_buffer_size(const rsw_buffer *b);
+/* The address, as an integer (for bind and for views). */
+uint64_t rsw_buffer_address(const rsw_buffer *b);
+void rsw_buffer_fill(rsw_buffer *b, int byte);
+/* Element `index` of an array of `dtype` laid over the buffer, read as an
+ * integer into value (integer and bool dtypes; u64 as its bit pattern) or
+ * a double into real (f16, bf16, f32, f64, widened exactly). A wrong dtype
+ * or an index out of range fails (RS_ERR_INVALID_ARGUMENT). */
+void rsw_buffer_get_int(rsw_result *r, const rsw_buffer *b, int dtype,
+                        int64_t index);
+void rsw_buffer_get_float(rsw_result *r, const rsw_buffer *b, int dtype,
+                          int64_t index);
+void rsw_buffer_set_int(rsw_result *r, rsw_buffer *b, int dtype,
+                        int64_t index, int64_t value);
+/* Float dtypes round to nearest even (f16, bf16, f32). */
+void rsw_buffer_set_float(rsw_result *r, rsw_buffer *b, int dtype,
+                          int64_t index, double value);
+
+/* ---- library ------------------------------------------------------------- */
+const char *rsw_version(void);
+const char *rsw_status_name(int status);
+const char *rsw_dtype_name(int dtype);
+int64_t rsw_dtype_size(int dtype);
+
+/* ---- contexts (value: world size, rank, ... as noted) --------------------- */
+void rsw_context_create_local(rsw_result *r, int world_size);
+void rsw_context_create_mpi(rsw_result *r, int64_t fortran_comm);
+/* id: RS_NCCL_UNIQUE_ID_BYTES bytes in a buffer made by rsw_nccl_unique_id */
+void rsw_nccl_unique_id(rsw_result *r, rsw_buffer *id);
+void rsw_context_create_nccl_id(rsw_result *r, const rsw_buffer *id,
+                                int rank, int world_size, int device);
+void rsw_context_create_nccl_comm(rsw_result *r, uint64_t comm);
+void rsw_context_create_nccl_devices(rsw_result *r, const rsw_ints *devices);
+void rsw_context_destroy(rs_context *ctx);
+void rsw_context_world_size(rsw_result *r, const rs_context *ctx);
+void rsw_context_rank(rsw_result *r, const rs_context *ctx);
+void rsw_context_transport(rsw_result *r, const rs_context *ctx);
+void rsw_context_set_domain(rsw_result *r, rs_context *ctx, int rank,
+                            int domain);
+void rsw_context_get_domain(rsw_result *r, const rs_context *ctx, int rank);
+void rsw_context_set_domain_size(rsw_result *r, rs_context *ctx, int size);
+void rsw_context_set_param(rsw_result *r, rs_context *ctx, int param,
+                           int64_t value);
+void rsw_context_get_param(rsw_result *r, const rs_context *ctx, int param);
+void rsw_context_abort(rs_context *ctx);
+
+/* ---- layouts -------------------------------------------------------------- */
+void rsw_layout_create(rsw_result *r, rs_context *ctx);
+void rsw_layout_destroy(rs_layout *layout);
+void rsw_layout_add_tensor(rsw_result *r, rs_layout *layout, const char *name,
+                           int dtype, const rsw_ints *shape);
+/* strides: empty for a dense box */
+void rsw_layout_add_shard(rsw_result *r, rs_layout *layout, const char *name,
+                          int rank, const rsw_ints *offset,
+                          const rsw_ints *extent, int buffer,
+                          int64_t byte_offset, const rsw_ints *strides);
+void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
+                            const char *name, const rsw_ints *mesh_shape,
+                            const rsw_ints *mesh_ranks,
+                            const rsw_ints *placements, int buffer,
+                            int64_t byte_offset);
+/* offset and extent are cleared and filled */
+void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
+                           const rsw_ints *mesh_shape,
+                           const rsw_ints *placements, const rsw_ints *coord,
+                           rsw_ints *offset, rsw_ints *extent);
+void rsw_layout_num_tensors(rsw_result *r, const rs_layout *layout);
+void rsw_layout_num_shards(rsw_result *r, const rs_layout *layout);
+/* The wire bytes in a new buffer (handle: an rsw_buffer to free). */
+void rsw_layout_serialize(rsw_result *r, const rs_layout *layout);
+void rsw_layout_deserialize(rsw_result *r, rs_layout *layout,
+                            const rsw_buffer *bytes);
+void rsw_layout_allgather(rsw_result *r, rs_layout *layout);
+
+/* ---- plans ---------------------------------------------------------------- */
+void rsw_plan_create(rsw_result *r, const rs_layout *src,
+                     const rs_layout *dst);
+void rsw_plan_destroy(rs_plan *plan);
+void rsw_plan_stat(rsw_result *r, const rs_plan *plan, int rank, int stat);
+void rsw_plan_num_moves(rsw_result *r, const rs_plan *plan);
+void rsw_plan_num_tensors(rsw_result *r, const rs_plan *plan);
+/* value: the fingerprint's 64 bits as a signed integer */
+void rsw_plan_fingerprint(rsw_result *r, const rs_plan *plan);
+/* The JSON text (caller frees the string: SWIG does, %newobject). */
+char *rsw_plan_to_json(rsw_result *r, const rs_plan *plan);
+void rsw_plan_bind(rsw_result *r, rs_plan *plan, int side, int rank,
+                   int buffer, uint64_t address, uint64_t bytes, int memory,
+                   int device);
+void rsw_plan_bind_buffer(rsw_result *r, rs_plan *plan, int side, int rank,
+                          int buffer, rsw_buffer *b);
+void rsw_plan_execute(rsw_result *r, rs_plan *plan);
+void rsw_plan_execute_async(rsw_result *r, rs_plan *plan, uint64_t queue);
+/* value: 1 once done */
+void rsw_plan_test(rsw_result *r, rs_plan *plan);
+void rsw_plan_wait(rsw_result *r, rs_plan *plan);
+
+#endif
