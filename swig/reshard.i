@@ -8,7 +8,8 @@
  *
  * Per-language needs live here, each under its #ifdef:
  *   Lua   int64_t and uint64_t as Lua integers (SWIG 4.1 makes them
- *         floats, which lose exactness above 2^53). */
+ *         floats, which lose exactness above 2^53).
+ *   Python handle arguments accept the untyped rsw_result::handle. */
 %module reshard
 
 %{
@@ -18,21 +19,84 @@
 %include <stdint.i>
 
 #ifdef SWIGLUA
-/* Exact 64-bit integers: lua_Integer both ways. */
-%typemap(in, checkfn = "lua_isinteger") int64_t, const int64_t &
-  %{ $1 = ($type)lua_tointeger(L, $input); %}
-%typemap(in, checkfn = "lua_isinteger") uint64_t
+/* Exact integers: lua_Integer both ways (SWIG 4.1 makes every C integer a
+ * Lua float, which loses exactness above 2^53 and prints 3 as 3.0).
+ * - An integer argument must be a Lua number with an exact integer value
+ *   (3 or 3.0; not 3.5, not 2^63, not the string "3"); int arguments must
+ *   also fit an int. Anything else is an argument error, never truncated.
+ * - int64_t is lua_Integer itself. uint64_t travels as its 64-bit pattern:
+ *   values from 2^63 up are negative Lua integers (math.ult and
+ *   string.format("%x") read them as unsigned).
+ * - Results (int, int64_t, uint64_t, and the int/int64_t fields of
+ *   rsw_result) come back as Lua integers.
+ * - void * handles in rsw_result are recast to their handle types by the
+ *   rsw_lua_as_* functions (SWIG does not convert void * to a typed
+ *   pointer by itself). */
+%{
+#include <limits.h>
+static int rsw_lua_isint(lua_State *L, int i) {
+  int ok = 0;
+  if (lua_type(L, i) != LUA_TNUMBER) return 0;
+  (void)lua_tointegerx(L, i, &ok);
+  return ok;
+}
+static int rsw_lua_isint32(lua_State *L, int i) {
+  int ok = 0;
+  lua_Integer v;
+  if (lua_type(L, i) != LUA_TNUMBER) return 0;
+  v = lua_tointegerx(L, i, &ok);
+  return ok && v >= INT_MIN && v <= INT_MAX;
+}
+static rs_context *rsw_lua_as_context(void *h) { return (rs_context *)h; }
+static rs_layout *rsw_lua_as_layout(void *h) { return (rs_layout *)h; }
+static rs_plan *rsw_lua_as_plan(void *h) { return (rs_plan *)h; }
+static rsw_buffer *rsw_lua_as_buffer(void *h) { return (rsw_buffer *)h; }
+%}
+%typemap(in, checkfn = "rsw_lua_isint") int64_t
+  %{ $1 = (int64_t)lua_tointeger(L, $input); %}
+%typemap(in, checkfn = "rsw_lua_isint") uint64_t
   %{ $1 = (uint64_t)lua_tointeger(L, $input); %}
-%typemap(out) int64_t, uint64_t
+%typemap(in, checkfn = "rsw_lua_isint") const int64_t & (int64_t temp),
+                                         const uint64_t & (uint64_t temp)
+  %{ temp = ($*1_ltype)lua_tointeger(L, $input); $1 = &temp; %}
+%typemap(in, checkfn = "rsw_lua_isint32") int
+  %{ $1 = (int)lua_tointeger(L, $input); %}
+%typemap(out) int, int64_t, uint64_t
   %{ lua_pushinteger(L, (lua_Integer)$1); SWIG_arg++; %}
-%typemap(typecheck, precedence = SWIG_TYPECHECK_INT64) int64_t, uint64_t
-  %{ $1 = lua_isinteger(L, $input); %}
+%typemap(out) const int64_t &, const uint64_t &
+  %{ lua_pushinteger(L, (lua_Integer)*$1); SWIG_arg++; %}
+%typemap(typecheck, precedence = SWIG_TYPECHECK_INT64)
+  int64_t, uint64_t, const int64_t &, const uint64_t &
+  %{ $1 = rsw_lua_isint(L, $input); %}
+%typemap(typecheck, precedence = SWIG_TYPECHECK_INT32) int
+  %{ $1 = rsw_lua_isint32(L, $input); %}
+rs_context *rsw_lua_as_context(void *h);
+rs_layout *rsw_lua_as_layout(void *h);
+rs_plan *rsw_lua_as_plan(void *h);
+rsw_buffer *rsw_lua_as_buffer(void *h);
 #endif
 
 /* Handles are opaque to every language. */
 typedef struct rs_context rs_context;
 typedef struct rs_layout rs_layout;
 typedef struct rs_plan rs_plan;
+
+#ifdef SWIGPYTHON
+/* Handles come back untyped (rsw_result::handle is a void *): accept any
+ * SWIG pointer object (or None, NULL) where a handle or an rsw_buffer is
+ * expected. */
+%typemap(in) rs_context *, const rs_context *, rs_layout *,
+    const rs_layout *, rs_plan *, const rs_plan *, rsw_buffer *,
+    const rsw_buffer * {
+  void *rsw_argp = 0;
+  int rsw_res = SWIG_ConvertPtr($input, &rsw_argp, 0, $disown | 0);
+  if (!SWIG_IsOK(rsw_res)) {
+    SWIG_exception_fail(SWIG_ArgError(rsw_res), "in method '$symname', "
+                        "argument $argnum: a libreshard handle is needed");
+  }
+  $1 = ($1_ltype)rsw_argp;
+}
+#endif
 
 %newobject rsw_plan_to_json;
 %newobject rsw_result_new;
@@ -77,6 +141,7 @@ typedef struct rs_plan rs_plan;
 %constant int RS_ERR_TIMEOUT = 501;
 %constant int RS_ERR_MISMATCH = 502;
 %constant int RS_ERR_CORRUPT = 503;
+%constant int RS_ERR_INTERNAL = 900;
 
 %constant int RS_DTYPE_U8 = 1;
 %constant int RS_DTYPE_I8 = 2;
@@ -100,6 +165,7 @@ typedef struct rs_plan rs_plan;
 %constant int RS_ALL_RANKS = -1;
 %constant int RS_REPLICATE = -1;
 %constant int RS_MAX_DIMS = 16;
+%constant int RS_MAX_BUFFERS = 65536;
 %constant int RS_NCCL_UNIQUE_ID_BYTES = 128;
 
 %constant int RS_PARAM_STAGING_BYTES = 100;

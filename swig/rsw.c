@@ -292,21 +292,23 @@ int64_t rsw_dtype_size(int dtype) {
 
 /* ---- contexts ---------------------------------------------------------------- */
 
-static void made(rsw_result *r, rs_status st, void *handle) {
+/* The context is read through *c after the call that made it (an argument
+ * `c` beside `create(..., &c)` may be evaluated before the call). */
+static void made(rsw_result *r, rs_status st, rs_context *const *c) {
   end(r, st, NULL);
-  r->handle = st == RS_OK ? handle : NULL;
+  r->handle = st == RS_OK ? *c : NULL;
 }
 
 void rsw_context_create_local(rsw_result *r, int world_size) {
   begin(r);
   rs_context *c = NULL;
-  made(r, rs_context_create_local(world_size, &c), c);
+  made(r, rs_context_create_local(world_size, &c), &c);
 }
 
 void rsw_context_create_mpi(rsw_result *r, int64_t fortran_comm) {
   begin(r);
   rs_context *c = NULL;
-  made(r, rs_context_create_mpi_fortran(fortran_comm, &c), c);
+  made(r, rs_context_create_mpi_fortran(fortran_comm, &c), &c);
 }
 
 void rsw_nccl_unique_id(rsw_result *r, rsw_buffer *id) {
@@ -324,13 +326,13 @@ void rsw_context_create_nccl_id(rsw_result *r, const rsw_buffer *id,
   made(r,
        rs_context_create_nccl_id(id->p, (size_t)id->n, rank, world_size,
                                  device, &c),
-       c);
+       &c);
 }
 
 void rsw_context_create_nccl_comm(rsw_result *r, uint64_t comm) {
   begin(r);
   rs_context *c = NULL;
-  made(r, rs_context_create_nccl_comm((void *)(uintptr_t)comm, &c), c);
+  made(r, rs_context_create_nccl_comm((void *)(uintptr_t)comm, &c), &c);
 }
 
 void rsw_context_create_nccl_devices(rsw_result *r, const rsw_ints *devices) {
@@ -338,7 +340,7 @@ void rsw_context_create_nccl_devices(rsw_result *r, const rsw_ints *devices) {
   int *d = as_ints(r, devices);
   if (!d) return;
   rs_context *c = NULL;
-  made(r, rs_context_create_nccl_devices(d, dims(devices), &c), c);
+  made(r, rs_context_create_nccl_devices(d, dims(devices), &c), &c);
   free(d);
 }
 
@@ -434,18 +436,37 @@ void rsw_layout_add_tensor(rsw_result *r, rs_layout *layout, const char *name,
              layout);
 }
 
+/* A box vector copied into RS_MAX_DIMS zeroed slots: the C API reads as
+ * many entries as the tensor has dimensions, which a short list must not
+ * make it read past. False (message in r) when it is too long. */
+static int padded(rsw_result *r, const rsw_ints *v, int64_t *out) {
+  memset(out, 0, RS_MAX_DIMS * sizeof *out);
+  if (v && v->n > RS_MAX_DIMS) {
+    fail(r, "a box has at most 16 dimensions");
+    return 0;
+  }
+  if (v && v->n) memcpy(out, v->v, (size_t)v->n * sizeof *out);
+  return 1;
+}
+
 void rsw_layout_add_shard(rsw_result *r, rs_layout *layout, const char *name,
                           int rank, const rsw_ints *offset,
                           const rsw_ints *extent, int buffer,
                           int64_t byte_offset, const rsw_ints *strides) {
   begin(r);
   if (offset->n != extent->n || (strides && strides->n &&
-                                 strides->n != offset->n))
-    { fail(r, "offset, extent and strides have different lengths"); return; }
+                                 strides->n != offset->n)) {
+    fail(r, "offset, extent and strides have different lengths");
+    return;
+  }
+  int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS], str[RS_MAX_DIMS];
+  if (!padded(r, offset, off) || !padded(r, extent, ext) ||
+      !padded(r, strides, str))
+    return;
   end_layout(r,
-             rs_layout_add_shard(layout, name, rank, offset->v, extent->v,
-                                 buffer, byte_offset,
-                                 strides && strides->n ? strides->v : NULL),
+             rs_layout_add_shard(layout, name, rank, off, ext, buffer,
+                                 byte_offset,
+                                 strides && strides->n ? str : NULL),
              layout);
 }
 
@@ -455,8 +476,24 @@ void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
                             const rsw_ints *placements, int buffer,
                             int64_t byte_offset) {
   begin(r);
-  if (placements->n != mesh_shape->n)
-    { fail(r, "one placement per mesh axis is needed"); return; }
+  if (placements->n != mesh_shape->n) {
+    fail(r, "one placement per mesh axis is needed");
+    return;
+  }
+  int64_t nranks = 1;
+  for (int64_t i = 0; i < mesh_shape->n; i++) {
+    int64_t e = mesh_shape->v[i];
+    if (e < 1 || nranks > mesh_ranks->n) break; /* the C API names it */
+    nranks *= e;
+  }
+  if (mesh_shape->n && nranks != mesh_ranks->n) {
+    snprintf(r->message, sizeof r->message,
+             "a mesh of %lld ranks needs %lld mesh ranks, %lld were given",
+             (long long)nranks, (long long)nranks, (long long)mesh_ranks->n);
+    r->status = RS_ERR_INVALID_ARGUMENT;
+    snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+    return;
+  }
   int *ranks = as_ints(r, mesh_ranks);
   int *place = ranks ? as_ints(r, placements) : NULL;
   if (ranks && place)
