@@ -1,0 +1,327 @@
+"""Plans: what moves from where to where, in which round; and running
+them on bound memory."""
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from . import _native as N
+from ._native import C
+from ._memory import Bound, export, MEMORY_HOST
+from .context import Context, _Handle
+from .errors import Status
+from .layout import Layout
+
+__all__ = ["Plan", "Side", "SRC", "DST", "STAT_NAMES"]
+
+
+class Side(enum.IntEnum):
+    """``rs_side``: which layout a buffer belongs to."""
+
+    SRC = 0
+    DST = 1
+
+
+SRC = Side.SRC
+DST = Side.DST
+
+# rs_stat values, by the names of plan.stats()
+STAT_NAMES: Dict[str, int] = {
+    "bytes_sent_intra": 1, "bytes_sent_inter": 2, "bytes_recv_intra": 3,
+    "bytes_recv_inter": 4, "bytes_local": 5, "messages_sent": 6,
+    "messages_recv": 7, "rounds": 8, "staging_bytes": 9, "moves": 10,
+}
+
+_SIDES = {"src": Side.SRC, "source": Side.SRC, "dst": Side.DST,
+          "dest": Side.DST, "destination": Side.DST}
+
+
+def _side(side: Union[Side, int, str]) -> Side:
+    if isinstance(side, str):
+        try:
+            return _SIDES[side.lower()]
+        except KeyError:
+            raise N.fail(Status.INVALID_ARGUMENT, "side is 'src' or 'dst', "
+                         "not %r" % side) from None
+    try:
+        return Side(N.as_int(side, "side"))
+    except ValueError:
+        raise N.fail(Status.INVALID_ARGUMENT, "side is SRC (0) or DST (1), "
+                     "not %r" % (side,)) from None
+
+
+def _stream(stream: Any) -> int:
+    """A CUDA stream as an address: None (0, the legacy default stream, or
+    no queue on host contexts), an int, a torch.cuda.Stream
+    (``cuda_stream``), a CuPy stream (``ptr``), a ctypes pointer."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr", "value", "handle"):
+        if not isinstance(stream, int) and hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    if stream is None:
+        return 0
+    return N.as_int(stream, "stream") & ((1 << 64) - 1)
+
+
+class Plan(_Handle):
+    """The plan that turns layout ``src`` into layout ``dst`` (both from
+    one context). Self-contained: the layouts may be closed afterwards.
+
+    Look at it (:meth:`stats`, :meth:`to_json`, :attr:`moves`), bind the
+    memory of every buffer the ranks of this process hold (:meth:`bind`),
+    then :meth:`execute` it, again after each change of the sources.
+    """
+
+    _kind = "plan"
+
+    def __init__(self, src: Layout, dst: Layout) -> None:
+        if not isinstance(src, Layout) or not isinstance(dst, Layout):
+            raise TypeError("Plan(src, dst) takes two reshard.Layout")
+        r = N.result()
+        C.rsw_plan_create(r, src._h(), dst._h())
+        if r.status:
+            N.raise_for(r)
+        self._handle = r.handle
+        self.context: Context = src.context
+        # What the plan's buffers need (as far as Python saw it added).
+        self._needs = ({k: (v[0], frozenset(v[1]))
+                        for k, v in src._needs.items()},
+                       {k: (v[0], frozenset(v[1]))
+                        for k, v in dst._needs.items()})
+        self._bound: Dict[Tuple[int, int, int], Bound] = {}
+        self._in_flight = False
+        self._json: Optional[Dict[str, Any]] = None
+
+    def _destroy(self, h: Any) -> None:
+        if self._in_flight:  # the memory stays until the execution ended
+            self._in_flight = False
+            C.rsw_plan_wait(N.result(), h)
+        C.rsw_plan_destroy(h)
+        bound, self._bound = self._bound, {}
+        for b in bound.values():
+            b.release()
+
+    def _check(self, r: Any) -> None:
+        if r.status:
+            N.raise_for(r)
+
+    # ---- looking at it ---------------------------------------------------------
+
+    def stat(self, name: Union[str, int], rank: Optional[int] = None) -> int:
+        """One figure (``"bytes_sent_inter"``, ...) of ``rank``; rank None
+        sums over ranks (``rounds`` and ``staging_bytes``: the maximum)."""
+        code = STAT_NAMES.get(name) if isinstance(name, str) else \
+            N.as_int(name, "stat")
+        if code is None:
+            raise N.fail(Status.INVALID_ARGUMENT, "unknown plan figure %r "
+                         "(one of: %s)" % (name, ", ".join(STAT_NAMES)))
+        rk = -1 if rank is None else N.int32(rank, "rank",
+                                             Status.UNKNOWN_RANK)
+        r = N.result()
+        C.rsw_plan_stat(r, self._h(), rk, code)
+        self._check(r)
+        return r.value
+
+    def stats(self, rank: Optional[int] = None) -> Dict[str, int]:
+        """Every figure of ``rank`` (None: all ranks together) as a dict:
+        bytes_sent_intra, bytes_sent_inter, bytes_recv_intra,
+        bytes_recv_inter, bytes_local, messages_sent, messages_recv,
+        rounds, staging_bytes, moves."""
+        h = self._h()
+        rk = -1 if rank is None else N.int32(rank, "rank",
+                                             Status.UNKNOWN_RANK)
+        r = N.result()
+        out: Dict[str, int] = {}
+        for name, code in STAT_NAMES.items():
+            C.rsw_plan_stat(r, h, rk, code)
+            self._check(r)
+            out[name] = r.value
+        return out
+
+    @property
+    def num_moves(self) -> int:
+        r = N.result()
+        C.rsw_plan_num_moves(r, self._h())
+        self._check(r)
+        return r.value
+
+    @property
+    def num_tensors(self) -> int:
+        r = N.result()
+        C.rsw_plan_num_tensors(r, self._h())
+        self._check(r)
+        return r.value
+
+    @property
+    def fingerprint(self) -> int:
+        """64-bit fingerprint (unsigned) of everything the plan was
+        computed from; ranks that agree on it compute the same plan."""
+        r = N.result()
+        C.rsw_plan_fingerprint(r, self._h())
+        self._check(r)
+        return r.value & ((1 << 64) - 1)
+
+    def to_json(self) -> Dict[str, Any]:
+        """The whole plan (tensors, per-rank figures, every move), parsed."""
+        if self._json is None:
+            r = N.result()
+            text = C.rsw_plan_to_json(r, self._h())
+            self._check(r)
+            if text is None:  # the copy failed
+                raise N.fail(Status.NO_MEMORY, "out of memory")
+            self._json = json.loads(text)
+        return self._json
+
+    def to_json_text(self) -> str:
+        """The JSON text itself."""
+        r = N.result()
+        text = C.rsw_plan_to_json(r, self._h())
+        self._check(r)
+        if text is None:  # the copy failed
+            raise N.fail(Status.NO_MEMORY, "out of memory")
+        return text
+
+    @property
+    def moves(self) -> List[Dict[str, Any]]:
+        """Every move (box copy) of the plan, from :meth:`to_json`."""
+        moves: List[Dict[str, Any]] = self.to_json().get("moves", [])
+        return moves
+
+    # ---- memory ------------------------------------------------------------------
+
+    def bind(self, side: Union[Side, int, str], rank: int, buffer: int,
+             memory: Any, *, check_dtype: bool = True) -> None:
+        """Say where buffer ``buffer`` of ``rank`` on ``side`` ("src" or
+        "dst") lives: anything with the buffer protocol (numpy arrays,
+        bytearray, memoryview, ...) or DLPack (torch tensors on CPU or
+        CUDA, CuPy, JAX, ...). It must be C-contiguous, large enough for
+        the shards in it, and writable on the destination side. The plan
+        keeps a reference to it until it is bound again or the plan is
+        closed.
+
+        With ``check_dtype``, an array whose elements have another size
+        than the dtype of the tensors in the buffer is refused (an array
+        of bytes, or of same-sized elements, such as uint16 for bf16, is
+        accepted)."""
+        s = _side(side)
+        rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
+        buf_i = N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
+        h = self._h()
+        what = "%s buffer %d of rank %d" % (s.name.lower(), buf_i, rank_i)
+        b = export(memory, s == Side.DST, what)
+        try:
+            need = self._needs[s].get((rank_i, buf_i))
+            if check_dtype and need is not None and b.itemsize not in (None, 1):
+                bad = sorted(d.short_name for d in need[1]
+                             if d.itemsize != b.itemsize)
+                if bad:
+                    raise N.fail(
+                        Status.INVALID_ARGUMENT,
+                        "%s: it holds %s (%s), but the %s has %d-byte "
+                        "elements%s; bind a view of matching elements, "
+                        "or bytes (check_dtype=False skips this check)" % (
+                            what, ", ".join(bad),
+                            ", ".join("%d-byte elements" % d.itemsize
+                                      for d in sorted(need[1])
+                                      if d.short_name in bad),
+                            type(b.obj).__name__, b.itemsize,
+                            " (%s)" % b.dtype.short_name if b.dtype else ""))
+            r = N.result()
+            C.rsw_plan_bind(r, h, int(s), rank_i, buf_i, b.address, b.nbytes,
+                            b.memory, b.device)
+        except BaseException:
+            b.release()
+            raise
+        key = (int(s), rank_i, buf_i)
+        if r.status:
+            b.release()
+            if r.status == Status.BUFFER_TOO_SMALL:  # C forgot the old one
+                old = self._bound.pop(key, None)
+                if old is not None:
+                    old.release()
+            N.raise_for(r)
+        old = self._bound.get(key)
+        self._bound[key] = b
+        if old is not None and old is not b:
+            old.release()
+
+    def bound(self, side: Union[Side, int, str], rank: int,
+              buffer: int = 0) -> Any:
+        """The object bound to (side, rank, buffer), or None."""
+        b = self._bound.get((int(_side(side)), rank, buffer))
+        return None if b is None else b.obj
+
+    def buffer_bytes(self, side: Union[Side, int, str], rank: int,
+                     buffer: int = 0) -> Optional[int]:
+        """Bytes the buffer must have (as far as the layout was described
+        through Python on this process); None if unknown."""
+        need = self._needs[_side(side)].get((rank, buffer))
+        return None if need is None else need[0]
+
+    # ---- running it ----------------------------------------------------------------
+
+    def execute(self) -> None:
+        """Move the bytes: afterwards every destination shard holds its box
+        of the source tensors, bit-exact. Again after the sources changed:
+        no re-planning."""
+        h = self._h()
+        r = N.result()
+        C.rsw_plan_execute(r, h)
+        if r.status:
+            N.raise_for(r)
+
+    def execute_async(self, stream: Any = None) -> None:
+        """Start an execution and return without waiting. ``stream``: the
+        CUDA stream a GPU context orders the work on (None: the legacy
+        default stream; host contexts take None). Then call :meth:`test`
+        or :meth:`wait` until it ended; bound memory stays referenced."""
+        h = self._h()
+        r = N.result()
+        C.rsw_plan_execute_async(r, h, _stream(stream))
+        if r.status:
+            N.raise_for(r)
+        self._in_flight = True
+
+    def test(self) -> bool:
+        """Advance the execution in flight without waiting: True once it
+        ended (raising its error if it failed), False while it goes on."""
+        h = self._h()
+        r = N.result()
+        C.rsw_plan_test(r, h)
+        if r.status:
+            self._in_flight = False
+            N.raise_for(r)
+        done = bool(r.value)
+        if done:
+            self._in_flight = False
+        return done
+
+    def wait(self) -> None:
+        """Advance the execution in flight until it ended; raise its error
+        if it failed."""
+        h = self._h()
+        r = N.result()
+        C.rsw_plan_wait(r, h)
+        self._in_flight = False
+        if r.status:
+            N.raise_for(r)
+
+    @property
+    def in_flight(self) -> bool:
+        """An execute_async not yet seen to end by test() or wait()."""
+        return self._in_flight
+
+    @property
+    def handle_address(self) -> int:
+        """The address of the C ``rs_plan`` (to call the C API on it from
+        ctypes or cffi); valid while the plan is open."""
+        return N.handle_address(self._h())
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<reshard.Plan closed>"
+        return "<reshard.Plan moves=%d fingerprint=%016x>" % (
+            self.num_moves, self.fingerprint)
