@@ -1,0 +1,3 @@
+module libreshard.dev/reshard
+
+go 1.19

@@ -1,0 +1,322 @@
+package reshard
+
+import (
+	"fmt"
+	"math"
+
+	"libreshard.dev/reshard/internal/rsw"
+)
+
+// Version is the version of the loaded libreshard, "0.3.0".
+func Version() string { return rsw.Rsw_version() }
+
+// DType is an element type (rs_dtype).
+type DType int
+
+// The element types, with the values of reshard.h.
+const (
+	U8     = DType(rsw.RS_DTYPE_U8)
+	I8     = DType(rsw.RS_DTYPE_I8)
+	U16    = DType(rsw.RS_DTYPE_U16)
+	I16    = DType(rsw.RS_DTYPE_I16)
+	U32    = DType(rsw.RS_DTYPE_U32)
+	I32    = DType(rsw.RS_DTYPE_I32)
+	U64    = DType(rsw.RS_DTYPE_U64)
+	I64    = DType(rsw.RS_DTYPE_I64)
+	F16    = DType(rsw.RS_DTYPE_F16)
+	BF16   = DType(rsw.RS_DTYPE_BF16)
+	F32    = DType(rsw.RS_DTYPE_F32)
+	F64    = DType(rsw.RS_DTYPE_F64)
+	F8E4M3 = DType(rsw.RS_DTYPE_F8_E4M3)
+	F8E5M2 = DType(rsw.RS_DTYPE_F8_E5M2)
+	Bool   = DType(rsw.RS_DTYPE_BOOL)
+)
+
+// Size is the size of one element in bytes; 0 for an unknown dtype.
+func (d DType) Size() int64 {
+	if !fitsInt32(int64(d)) {
+		return 0
+	}
+	return rsw.Rsw_dtype_size(int(d))
+}
+
+// String gives the lower-case name, "bf16"; "unknown" for an unknown dtype.
+func (d DType) String() string {
+	if !fitsInt32(int64(d)) {
+		return "unknown"
+	}
+	return rsw.Rsw_dtype_name(int(d))
+}
+
+// Side says which layout of a plan a buffer belongs to.
+type Side int
+
+// The two sides of a plan.
+const (
+	Src = Side(rsw.RS_SIDE_SRC)
+	Dst = Side(rsw.RS_SIDE_DST)
+)
+
+func (s Side) String() string {
+	switch s {
+	case Src:
+		return "src"
+	case Dst:
+		return "dst"
+	}
+	return fmt.Sprintf("Side(%d)", int(s))
+}
+
+// Memory is where a bound buffer lives.
+type Memory int
+
+// The memory kinds.
+const (
+	MemoryHost = Memory(rsw.RS_MEMORY_HOST) // ordinary host memory
+	MemoryCUDA = Memory(rsw.RS_MEMORY_CUDA) // memory of a CUDA device
+)
+
+// Transport is what a context drives.
+type Transport int
+
+// The transports.
+const (
+	TransportLocal = Transport(rsw.RS_TRANSPORT_LOCAL) // every rank in this process
+	TransportMPI   = Transport(rsw.RS_TRANSPORT_MPI)   // one rank per MPI process
+	TransportNCCL  = Transport(rsw.RS_TRANSPORT_NCCL)  // one GPU per rank
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportLocal:
+		return "local"
+	case TransportMPI:
+		return "mpi"
+	case TransportNCCL:
+		return "nccl"
+	}
+	return fmt.Sprintf("Transport(%d)", int(t))
+}
+
+// Param names a setting of a context (rs_param).
+type Param int
+
+// The settings; reshard.h gives their bounds and defaults.
+const (
+	ParamStagingBytes = Param(rsw.RS_PARAM_STAGING_BYTES)
+	ParamSliceBytes   = Param(rsw.RS_PARAM_SLICE_BYTES) // deprecated, no effect
+	ParamTimeoutMS    = Param(rsw.RS_PARAM_TIMEOUT_MS)
+	ParamIntegrity    = Param(rsw.RS_PARAM_INTEGRITY)
+)
+
+// Stat names one per-rank figure of a plan (rs_stat).
+type Stat int
+
+// The figures of a plan.
+const (
+	StatBytesSentIntra = Stat(rsw.RS_STAT_BYTES_SENT_INTRA)
+	StatBytesSentInter = Stat(rsw.RS_STAT_BYTES_SENT_INTER)
+	StatBytesRecvIntra = Stat(rsw.RS_STAT_BYTES_RECV_INTRA)
+	StatBytesRecvInter = Stat(rsw.RS_STAT_BYTES_RECV_INTER)
+	StatBytesLocal     = Stat(rsw.RS_STAT_BYTES_LOCAL)
+	StatMessagesSent   = Stat(rsw.RS_STAT_MESSAGES_SENT)
+	StatMessagesRecv   = Stat(rsw.RS_STAT_MESSAGES_RECV)
+	StatRounds         = Stat(rsw.RS_STAT_ROUNDS)
+	StatStagingBytes   = Stat(rsw.RS_STAT_STAGING_BYTES)
+	StatMoves          = Stat(rsw.RS_STAT_MOVES)
+)
+
+// Limits and special values of the C API.
+const (
+	// AllRanks is Context.Rank of a context that drives every rank itself,
+	// and the rank that sums a plan's figures over ranks.
+	AllRanks = rsw.RS_ALL_RANKS
+	// MaxDims is the largest number of tensor dimensions.
+	MaxDims = rsw.RS_MAX_DIMS
+	// NCCLUniqueIDBytes is the size of an NCCL unique id.
+	NCCLUniqueIDBytes = rsw.RS_NCCL_UNIQUE_ID_BYTES
+)
+
+// Placement is what one axis of a device mesh does with a tensor, as in
+// PyTorch's DTensor: Shard(d) splits tensor dimension d over the axis
+// (uneven sizes as torch.chunk), Replicate() copies it.
+type Placement int
+
+// Shard splits tensor dimension dim over a mesh axis.
+func Shard(dim int) Placement {
+	if dim < 0 {
+		return Placement(math.MinInt32) // refused by AddDTensor
+	}
+	return Placement(dim)
+}
+
+// Replicate copies the tensor over a mesh axis.
+func Replicate() Placement { return Placement(rsw.RS_REPLICATE) }
+
+// IsShard reports whether p shards a dimension; Dim says which.
+func (p Placement) IsShard() bool { return p >= 0 }
+
+// Dim is the tensor dimension p shards, or -1 for Replicate.
+func (p Placement) Dim() int {
+	if p < 0 {
+		return -1
+	}
+	return int(p)
+}
+
+func (p Placement) String() string {
+	if p == Replicate() {
+		return "Replicate()"
+	}
+	if p < 0 {
+		return fmt.Sprintf("Placement(%d)", int(p))
+	}
+	return fmt.Sprintf("Shard(%d)", int(p))
+}
+
+// Mesh is a device mesh: its axis sizes, its ranks in row-major mesh order
+// (len(Ranks) is the product of Shape), and optionally a name per axis. A
+// trainer with DP 2 and TP 2 on ranks 0..3 is
+//
+//	reshard.Mesh{Shape: []int64{2, 2}, Ranks: []int{0, 1, 2, 3}, Names: []string{"dp", "tp"}}
+type Mesh struct {
+	Shape []int64
+	Ranks []int
+	Names []string // optional: one name per axis, for Placements
+}
+
+// NewMesh makes the mesh of the given shape over the consecutive ranks
+// first, first+1, ...
+func NewMesh(first int, shape ...int64) Mesh {
+	n := Mesh{Shape: shape}.Size()
+	if n < 0 || n > math.MaxInt32 {
+		n = 0
+	}
+	m := Mesh{Shape: append([]int64(nil), shape...), Ranks: make([]int, n)}
+	for i := range m.Ranks {
+		m.Ranks[i] = first + i
+	}
+	return m
+}
+
+// Size is the number of ranks of the mesh (the product of Shape), or -1
+// when the shape has a size below 1 or the product overflows.
+func (m Mesh) Size() int64 {
+	n := int64(1)
+	for _, s := range m.Shape {
+		if s < 1 || n > math.MaxInt64/s {
+			return -1
+		}
+		n *= s
+	}
+	return n
+}
+
+// Placements gives one placement per axis: those byName names (by the
+// mesh's Names), Replicate() for the others.
+//
+//	trainer.Placements(map[string]reshard.Placement{"tp": reshard.Shard(0)})
+func (m Mesh) Placements(byName map[string]Placement) ([]Placement, error) {
+	if len(m.Names) != len(m.Shape) {
+		return nil, newError("Mesh.Placements", StatusInvalidArgument,
+			"the mesh has %d axes and %d names", len(m.Shape), len(m.Names))
+	}
+	out := make([]Placement, len(m.Shape))
+	found := 0
+	for i, name := range m.Names {
+		out[i] = Replicate()
+		if p, ok := byName[name]; ok {
+			out[i] = p
+			found++
+		}
+	}
+	if found != len(byName) {
+		return nil, newError("Mesh.Placements", StatusInvalidArgument,
+			"%v names an axis the mesh (axes %v) lacks", byName, m.Names)
+	}
+	return out, nil
+}
+
+// Coord is the mesh coordinate of rank, or false when the mesh lacks it.
+func (m Mesh) Coord(rank int) ([]int64, bool) {
+	for i, r := range m.Ranks {
+		if r == rank {
+			c := make([]int64, len(m.Shape))
+			at := int64(i)
+			for a := len(m.Shape) - 1; a >= 0; a-- {
+				if m.Shape[a] < 1 {
+					return nil, false
+				}
+				c[a] = at % m.Shape[a]
+				at /= m.Shape[a]
+			}
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// LocalBox is the box of a tensor of the given shape that rank holds under
+// placements on this mesh: offset and extent, one entry per dimension (an
+// empty shard has extent 0 in its sharded dimension).
+func (m Mesh) LocalBox(shape []int64, placements []Placement, rank int) (offset, extent []int64, err error) {
+	coord, ok := m.Coord(rank)
+	if !ok {
+		return nil, nil, newError("Mesh.LocalBox", StatusInvalidArgument,
+			"rank %d is not in the mesh", rank)
+	}
+	return DTensorLocalBox(shape, m.Shape, placements, coord)
+}
+
+// LocalNumel is the number of elements of rank's shard.
+func (m Mesh) LocalNumel(shape []int64, placements []Placement, rank int) (int64, error) {
+	_, extent, err := m.LocalBox(shape, placements, rank)
+	if err != nil {
+		return 0, err
+	}
+	n := int64(1)
+	for _, e := range extent {
+		n *= e
+	}
+	return n, nil
+}
+
+// DTensorLocalBox is the box that mesh coordinate coord holds of a tensor
+// of the given shape laid out by placements over a mesh of meshShape.
+func DTensorLocalBox(shape, meshShape []int64, placements []Placement, coord []int64) (offset, extent []int64, err error) {
+	const op = "DTensorLocalBox"
+	r, err := newResult(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rsw.Rsw_result_free(r)
+	place := make([]int64, len(placements))
+	for i, p := range placements {
+		place[i] = int64(p)
+	}
+	vs, err := newIntsList(op, shape, meshShape, place, coord, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer freeInts(vs...)
+	rsw.Rsw_dtensor_local_box(r, vs[0], vs[1], vs[2], vs[3], vs[4], vs[5])
+	if err := resultError(op, r); err != nil {
+		return nil, nil, err
+	}
+	return intsSlice(vs[4]), intsSlice(vs[5]), nil
+}
+
+// Stats are the figures of one rank of a plan, or of all ranks (summed;
+// Rounds and StagingBytes: the maximum).
+type Stats struct {
+	BytesSentIntra int64 // to other ranks of the same domain
+	BytesSentInter int64 // to ranks of other domains
+	BytesRecvIntra int64
+	BytesRecvInter int64
+	BytesLocal     int64 // copied inside the rank itself
+	MessagesSent   int64
+	MessagesRecv   int64
+	Rounds         int64 // rounds of the whole plan
+	StagingBytes   int64 // staging the rank allocates to execute the plan
+	Moves          int64 // moves the rank takes part in
+}
