@@ -1,0 +1,1132 @@
+--- reshard: libreshard for Lua 5.4.
+--
+-- `local reshard = require "reshard"` gives contexts, layouts, plans and
+-- buffers as Lua objects over the SWIG module `reshard_swig` (made from
+-- swig/reshard.i, the interface every language shares).
+--
+-- Conventions
+-- * Everything the library counts from 0 stays 0-based: ranks, mesh
+--   coordinates, tensor dimensions (Shard(0) is the first), offsets,
+--   buffer numbers, byte offsets, and element indices of buffer:get/set.
+--   Lua tables of integers (shapes, offsets, ranks) are ordinary 1-based
+--   sequences.
+-- * Integers are exact Lua integers everywhere (shapes, offsets, figures,
+--   element values): a value that is not an exact integer is refused,
+--   never rounded. Write big constants as integers ((1 << 53) + 1, not
+--   2^53 + 1, which is a float).
+-- * Failures raise a reshard.Error (a table with status, name and message,
+--   and a __tostring); pcall returns it. Arguments this layer refuses
+--   raise one too (status RS_ERR_INVALID_ARGUMENT, or RS_ERR_NULL_POINTER
+--   for an object used after close()).
+-- * Every object has :close() (also the __close of `local x <close>`) and
+--   a __gc; close twice, close in any order, or leave it to the collector:
+--   nothing is freed twice, and an object keeps alive what it needs (a
+--   layout its context, a plan its context and every buffer bound to it).
+local C = require "reshard_swig"
+
+local M = {}
+M.swig = C
+M._VERSION = C.rsw_version()
+
+local mtype = math.type
+local tointeger = math.tointeger
+local format = string.format
+
+-- One result for calls made by the program, another for finalizers, which
+-- the collector may run between a call and the reading of its result.
+local R = C.rsw_result_new()
+local GCR = C.rsw_result_new()
+
+---------------------------------------------------------------------------
+-- Errors
+---------------------------------------------------------------------------
+
+--- reshard.Error: the error object every failure raises.
+local Error = {}
+Error.__index = Error
+Error.__name = "reshard.Error"
+function Error.__tostring(e)
+  if e.message ~= nil and e.message ~= "" then
+    return format("%s (%d): %s", e.name, e.status, e.message)
+  end
+  return format("%s (%d)", e.name, e.status)
+end
+M.Error = Error
+
+local function new_error(status, name, message)
+  return setmetatable({ status = status, name = name, message = message },
+    Error)
+end
+
+--- True when v is a reshard.Error.
+function M.is_error(v)
+  return getmetatable(v) == Error
+end
+
+local function raise(r)
+  error(new_error(r.status, r.name, r.message), 0)
+end
+
+local function argerror(message)
+  error(new_error(C.RS_ERR_INVALID_ARGUMENT, "RS_ERR_INVALID_ARGUMENT",
+    message), 0)
+end
+
+local function closederror(what)
+  error(new_error(C.RS_ERR_NULL_POINTER, "RS_ERR_NULL_POINTER",
+    what .. " used after close()"), 0)
+end
+
+-- Raise the error recorded in r, if any.
+local function check(r)
+  if r.status ~= 0 then raise(r) end
+end
+
+---------------------------------------------------------------------------
+-- Integers
+---------------------------------------------------------------------------
+
+local function toint(v, what)
+  if mtype(v) == "integer" then return v end
+  local i = mtype(v) == "float" and tointeger(v) or nil
+  if i == nil then
+    argerror(format("%s must be an integer, not %s", what,
+      v == nil and "nil" or tostring(v)))
+  end
+  return i
+end
+
+local INT_MIN, INT_MAX = -2147483648, 2147483647
+local function toint32(v, what)
+  local i = toint(v, what)
+  if i < INT_MIN or i > INT_MAX then
+    argerror(format("%s (%d) does not fit an int", what, i))
+  end
+  return i
+end
+
+-- A table of integers checked element by element: a new Lua table.
+local function ints(t, what)
+  if type(t) ~= "table" then
+    argerror(format("%s must be a table of integers, not %s", what,
+      type(t)))
+  end
+  local vals = {}
+  for i = 1, #t do vals[i] = toint(t[i], format("%s[%d]", what, i)) end
+  return vals
+end
+
+-- An rsw_ints holding checked integers (from ints()); free it with
+-- free_ints. Made only once every argument is checked, so that an
+-- argument error cannot leak one.
+local function vec(vals)
+  local v = C.rsw_ints_new()
+  for i = 1, #vals do C.rsw_ints_push(v, vals[i]) end
+  return v
+end
+
+local function ints_table(v)
+  local t = {}
+  for i = 0, C.rsw_ints_len(v) - 1 do t[i + 1] = C.rsw_ints_get(v, i) end
+  return t
+end
+
+local function free_ints(...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if v ~= nil then C.rsw_ints_free(v) end
+  end
+end
+
+local function copy(t)
+  local c = {}
+  for i = 1, #t do c[i] = t[i] end
+  return c
+end
+
+---------------------------------------------------------------------------
+-- Constants
+---------------------------------------------------------------------------
+
+M.ALL_RANKS = C.RS_ALL_RANKS
+M.SRC = C.RS_SIDE_SRC
+M.DST = C.RS_SIDE_DST
+
+--- Status codes by name: reshard.status.RS_ERR_OUT_OF_BOUNDS == 104.
+M.status = {}
+for k, v in pairs(C) do
+  if type(k) == "string" and (k == "RS_OK" or k:match("^RS_ERR_")) then
+    M.status[k] = v
+  end
+end
+
+--- dtype codes by name ("f32", "bf16", ...; torch names too).
+local DTYPE = {
+  u8 = C.RS_DTYPE_U8, i8 = C.RS_DTYPE_I8, u16 = C.RS_DTYPE_U16,
+  i16 = C.RS_DTYPE_I16, u32 = C.RS_DTYPE_U32, i32 = C.RS_DTYPE_I32,
+  u64 = C.RS_DTYPE_U64, i64 = C.RS_DTYPE_I64, f16 = C.RS_DTYPE_F16,
+  bf16 = C.RS_DTYPE_BF16, f32 = C.RS_DTYPE_F32, f64 = C.RS_DTYPE_F64,
+  f8_e4m3 = C.RS_DTYPE_F8_E4M3, f8_e5m2 = C.RS_DTYPE_F8_E5M2,
+  bool = C.RS_DTYPE_BOOL,
+}
+local ALIASES = {
+  uint8 = "u8", int8 = "i8", uint16 = "u16", int16 = "i16", uint32 = "u32",
+  int32 = "i32", uint64 = "u64", int64 = "i64", float16 = "f16",
+  half = "f16", bfloat16 = "bf16", float32 = "f32", float = "f32",
+  float64 = "f64", double = "f64", float8_e4m3fn = "f8_e4m3",
+  float8_e5m2 = "f8_e5m2",
+}
+M.dtype = {}
+for k, v in pairs(DTYPE) do M.dtype[k] = v end
+for k, v in pairs(ALIASES) do M.dtype[k] = DTYPE[v] end
+
+-- For buffer element access: code -> {kind, lo, hi}.
+local ELEMENT = {
+  [C.RS_DTYPE_U8] = { "int", 0, 255 },
+  [C.RS_DTYPE_I8] = { "int", -128, 127 },
+  [C.RS_DTYPE_U16] = { "int", 0, 65535 },
+  [C.RS_DTYPE_I16] = { "int", -32768, 32767 },
+  [C.RS_DTYPE_U32] = { "int", 0, 4294967295 },
+  [C.RS_DTYPE_I32] = { "int", INT_MIN, INT_MAX },
+  [C.RS_DTYPE_U64] = { "int", math.mininteger, math.maxinteger },
+  [C.RS_DTYPE_I64] = { "int", math.mininteger, math.maxinteger },
+  [C.RS_DTYPE_F16] = { "float" },
+  [C.RS_DTYPE_BF16] = { "float" },
+  [C.RS_DTYPE_F32] = { "float" },
+  [C.RS_DTYPE_F64] = { "float" },
+  [C.RS_DTYPE_F8_E4M3] = { "int", 0, 255 }, -- the bit pattern
+  [C.RS_DTYPE_F8_E5M2] = { "int", 0, 255 },
+  [C.RS_DTYPE_BOOL] = { "bool", 0, 1 },
+}
+
+local function dtype_code(d)
+  if type(d) == "string" then
+    local code = M.dtype[d]
+    if code then return code end
+    argerror(format("unknown dtype %q", d))
+  end
+  local code = mtype(d) == "integer" and d or tointeger(d)
+  if code == nil or ELEMENT[code] == nil then
+    argerror(format("unknown dtype %s", tostring(d)))
+  end
+  return code
+end
+M.dtype_code = dtype_code
+
+--- Size of one element of dtype d in bytes.
+function M.dtype_size(d) return C.rsw_dtype_size(dtype_code(d)) end
+--- Lower-case name of dtype d ("bf16").
+function M.dtype_name(d) return C.rsw_dtype_name(dtype_code(d)) end
+--- "MAJOR.MINOR.PATCH" of the loaded libreshard.
+function M.version() return C.rsw_version() end
+--- Name of a status code ("RS_ERR_OUT_OF_BOUNDS").
+function M.status_name(s) return C.rsw_status_name(toint32(s, "status")) end
+
+local PARAM = {
+  staging_bytes = C.RS_PARAM_STAGING_BYTES,
+  slice_bytes = C.RS_PARAM_SLICE_BYTES,
+  timeout_ms = C.RS_PARAM_TIMEOUT_MS,
+  integrity = C.RS_PARAM_INTEGRITY,
+}
+local function param_code(p)
+  if type(p) == "string" then
+    local c = PARAM[p]
+    if not c then argerror(format("unknown parameter %q", p)) end
+    return c
+  end
+  return toint32(p, "parameter")
+end
+
+local STATS = {
+  { "bytes_sent_intra", C.RS_STAT_BYTES_SENT_INTRA },
+  { "bytes_sent_inter", C.RS_STAT_BYTES_SENT_INTER },
+  { "bytes_recv_intra", C.RS_STAT_BYTES_RECV_INTRA },
+  { "bytes_recv_inter", C.RS_STAT_BYTES_RECV_INTER },
+  { "bytes_local", C.RS_STAT_BYTES_LOCAL },
+  { "messages_sent", C.RS_STAT_MESSAGES_SENT },
+  { "messages_recv", C.RS_STAT_MESSAGES_RECV },
+  { "rounds", C.RS_STAT_ROUNDS },
+  { "staging_bytes", C.RS_STAT_STAGING_BYTES },
+  { "moves", C.RS_STAT_MOVES },
+}
+local STAT = {}
+for _, s in ipairs(STATS) do STAT[s[1]] = s[2] end
+
+local function side_code(s)
+  if s == "src" or s == "source" then return C.RS_SIDE_SRC end
+  if s == "dst" or s == "destination" then return C.RS_SIDE_DST end
+  if s == C.RS_SIDE_SRC or s == C.RS_SIDE_DST then return tointeger(s) end
+  argerror(format("side must be \"src\" or \"dst\", not %s", tostring(s)))
+end
+
+local MEMORY = { host = C.RS_MEMORY_HOST, cuda = C.RS_MEMORY_CUDA }
+
+---------------------------------------------------------------------------
+-- Buffers: C memory (rsw_buffer) as a userdata with element access
+---------------------------------------------------------------------------
+
+-- A buffer is the SWIG userdata of its rsw_buffer itself, given a
+-- metatable of its own. Its state lives here, keyed weakly by it:
+-- size, pins (plans it is bound to), closed (close() or __gc asked for
+-- its end), freed (its memory went back).
+local Buffer = {}
+local buffer_methods = {}
+Buffer.__index = buffer_methods
+Buffer.__name = "reshard.buffer"
+local bstate = setmetatable({}, { __mode = "k" })
+
+local function free_buffer(b, st)
+  if st.closed and st.pins == 0 and not st.freed then
+    st.freed = true
+    C.rsw_buffer_free(b)
+  end
+end
+
+local function adopt_buffer(ud, size)
+  debug.setmetatable(ud, Buffer)
+  bstate[ud] = { size = size, pins = 0, closed = false, freed = false }
+  return ud
+end
+
+local function buffer_state(b)
+  local st = bstate[b]
+  if st == nil then argerror("not a reshard.buffer: " .. tostring(b)) end
+  if st.closed then closederror("reshard.buffer") end
+  return st
+end
+
+--- True when v is a reshard.buffer.
+function M.is_buffer(v)
+  return bstate[v] ~= nil
+end
+
+--- reshard.buffer(bytes) -> a zeroed buffer of that many bytes, 64-byte
+-- aligned; reshard.buffer(string) -> a buffer holding the string's bytes.
+function M.buffer(n)
+  local s
+  if type(n) == "string" then
+    s, n = n, #n
+  end
+  n = toint(n, "buffer size")
+  if n < 0 then argerror(format("buffer size %d is negative", n)) end
+  local ud = n <= math.maxinteger - 64 and C.rsw_buffer_new(n) or nil
+  if ud == nil then
+    error(new_error(C.RS_ERR_NO_MEMORY, "RS_ERR_NO_MEMORY",
+      format("no memory for a buffer of %d bytes", n)), 0)
+  end
+  local b = adopt_buffer(ud, n)
+  if s then
+    for i = 1, n do C.rsw_buffer_set_int(R, b, C.RS_DTYPE_U8, i - 1, s:byte(i)) end
+  end
+  return b
+end
+
+--- buf:get(dtype, i): element i (0-based) of an array of dtype laid over
+-- the buffer: an integer (exact; u64 as its bit pattern, f8 types as their
+-- bit pattern), a float (f16, bf16, f32, f64; widened exactly) or a
+-- boolean (bool).
+function buffer_methods.get(b, dtype, i)
+  buffer_state(b)
+  local code = dtype_code(dtype)
+  local kind = ELEMENT[code][1]
+  if mtype(i) ~= "integer" then i = toint(i, "element index") end
+  if kind == "float" then
+    C.rsw_buffer_get_float(R, b, code, i)
+    check(R)
+    return R.real
+  end
+  C.rsw_buffer_get_int(R, b, code, i)
+  check(R)
+  if kind == "bool" then return R.value ~= 0 end
+  return R.value
+end
+
+--- buf:set(dtype, i, v): store v as element i (0-based). Integer dtypes
+-- take exact integers in their range (u64: any Lua integer, as its bit
+-- pattern); float dtypes any number (rounded to nearest even); bool a
+-- boolean (or 0/1).
+function buffer_methods.set(b, dtype, i, v)
+  buffer_state(b)
+  local code = dtype_code(dtype)
+  local e = ELEMENT[code]
+  if mtype(i) ~= "integer" then i = toint(i, "element index") end
+  if e[1] == "float" then
+    if type(v) ~= "number" then
+      argerror(format("a %s element must be a number, not %s",
+        C.rsw_dtype_name(code), tostring(v)))
+    end
+    C.rsw_buffer_set_float(R, b, code, i, v + 0.0)
+  else
+    if e[1] == "bool" and type(v) == "boolean" then
+      v = v and 1 or 0
+    elseif mtype(v) ~= "integer" then
+      v = toint(v, "a " .. C.rsw_dtype_name(code) .. " element")
+    end
+    if v < e[2] or v > e[3] then
+      argerror(format("%d does not fit a %s element", v,
+        C.rsw_dtype_name(code)))
+    end
+    C.rsw_buffer_set_int(R, b, code, i, v)
+  end
+  check(R)
+end
+
+--- buf:fill(byte): every byte set to byte (0..255).
+function buffer_methods.fill(b, byte)
+  buffer_state(b)
+  byte = toint(byte, "fill byte")
+  if byte < 0 or byte > 255 then
+    argerror(format("fill byte %d outside 0..255", byte))
+  end
+  C.rsw_buffer_fill(b, byte)
+end
+
+--- buf:size(): its size in bytes (also #buf).
+function buffer_methods.size(b) return buffer_state(b).size end
+
+--- buf:count(dtype): how many dtype elements fit in it.
+function buffer_methods.count(b, dtype)
+  return buffer_state(b).size // C.rsw_dtype_size(dtype_code(dtype))
+end
+
+--- buf:address(): the address of its first byte, as an integer.
+function buffer_methods.address(b)
+  buffer_state(b)
+  return C.rsw_buffer_address(b)
+end
+
+--- buf:bytes(): its contents as a Lua string.
+function buffer_methods.bytes(b)
+  local n = buffer_state(b).size
+  local parts, chunk = {}, {}
+  for i = 0, n - 1 do
+    C.rsw_buffer_get_int(R, b, C.RS_DTYPE_U8, i)
+    chunk[#chunk + 1] = R.value
+    if #chunk == 4096 then
+      parts[#parts + 1] = string.char(table.unpack(chunk))
+      chunk = {}
+    end
+  end
+  if #chunk > 0 then parts[#parts + 1] = string.char(table.unpack(chunk)) end
+  return table.concat(parts)
+end
+
+--- buf:closed(): true once closed.
+function buffer_methods.closed(b)
+  local st = bstate[b]
+  return st == nil or st.closed
+end
+
+--- buf:close(): no more access; its memory goes back at once, or when
+-- the last plan it is bound to is closed (or collected).
+function buffer_methods.close(b)
+  local st = bstate[b]
+  if st == nil or st.closed then return end
+  st.closed = true
+  free_buffer(b, st)
+end
+
+Buffer.__len = function(b) return buffer_state(b).size end
+Buffer.__close = buffer_methods.close
+Buffer.__gc = buffer_methods.close
+Buffer.__tostring = function(b)
+  local st = bstate[b]
+  if st == nil or st.closed then return "reshard.buffer (closed)" end
+  return format("reshard.buffer(%d bytes)", st.size)
+end
+
+---------------------------------------------------------------------------
+-- Placements and meshes
+---------------------------------------------------------------------------
+
+local Placement = {}
+Placement.__index = Placement
+Placement.__name = "reshard.Placement"
+Placement.__tostring = function(p)
+  if p.kind == "shard" then return format("Shard(%d)", p.dim) end
+  return "Replicate()"
+end
+Placement.__eq = function(a, b) return a.kind == b.kind and a.dim == b.dim end
+
+--- reshard.Shard(d): the mesh axis splits tensor dimension d (0-based).
+function M.Shard(d)
+  d = toint(d, "Shard dimension")
+  if d < 0 then argerror(format("Shard(%d): a dimension is >= 0", d)) end
+  return setmetatable({ kind = "shard", dim = d }, Placement)
+end
+
+--- reshard.Replicate(): every rank along the mesh axis holds the same.
+function M.Replicate()
+  return setmetatable({ kind = "replicate" }, Placement)
+end
+
+-- The C placement code of p: a dim or RS_REPLICATE.
+local function placement_code(p, i)
+  if getmetatable(p) == Placement then
+    return p.kind == "shard" and p.dim or C.RS_REPLICATE
+  end
+  if p == "replicate" then return C.RS_REPLICATE end
+  return toint32(p, format("placements[%d]", i))
+end
+
+local function placement_codes(ps)
+  if type(ps) ~= "table" then argerror("placements must be a table") end
+  local out = {}
+  for i = 1, #ps do out[i] = placement_code(ps[i], i) end
+  return out
+end
+
+local Mesh = {}
+Mesh.__index = Mesh
+Mesh.__name = "reshard.Mesh"
+
+--- reshard.mesh(shape, ranks, names): a device mesh of shape (a table,
+-- or one integer) whose ranks, in row-major mesh order, are `ranks` (a
+-- table; or an integer r: the ranks r, r+1, ...; or nil: from 0). names
+-- (optional) names the axes, as {"dp", "tp"}.
+-- Also reshard.mesh{shape = ..., ranks = ..., names = ...}.
+function M.mesh(shape, ranks, names)
+  if type(shape) == "table" and shape.shape ~= nil then
+    shape, ranks, names = shape.shape, shape.ranks, shape.names
+  end
+  if mtype(shape) ~= nil then shape = { shape } end
+  if type(shape) ~= "table" or #shape == 0 then
+    argerror("a mesh shape is a table of axis sizes")
+  end
+  local n = 1
+  local s = {}
+  for i = 1, #shape do
+    s[i] = toint(shape[i], format("mesh shape[%d]", i))
+    if s[i] < 1 then argerror(format("mesh axis %d has size %d", i - 1, s[i])) end
+    n = n * s[i]
+  end
+  local r = {}
+  if ranks == nil or mtype(ranks) ~= nil then
+    local first = ranks == nil and 0 or toint(ranks, "first rank")
+    for i = 1, n do r[i] = first + i - 1 end
+  else
+    if type(ranks) ~= "table" or #ranks ~= n then
+      argerror(format("a mesh of %d ranks needs %d ranks, got %s", n, n,
+        type(ranks) == "table" and tostring(#ranks) or type(ranks)))
+    end
+    for i = 1, n do r[i] = toint(ranks[i], format("mesh ranks[%d]", i)) end
+  end
+  local m = setmetatable({ shape = s, ranks = r, names = names, _index = {} },
+    Mesh)
+  for i, rank in ipairs(r) do m._index[rank] = i - 1 end
+  if names ~= nil then
+    if type(names) ~= "table" or #names ~= #s then
+      argerror("a mesh needs one name per axis")
+    end
+    m._axis = {}
+    for i, name in ipairs(names) do m._axis[name] = i end
+  end
+  return m
+end
+
+Mesh.__tostring = function(m)
+  local axes = {}
+  for i, size in ipairs(m.shape) do
+    axes[i] = m.names and format("%s=%d", m.names[i], size) or tostring(size)
+  end
+  return format("reshard.Mesh(%s; ranks %d..%d)", table.concat(axes, "x"),
+    m.ranks[1], m.ranks[#m.ranks])
+end
+
+--- mesh:size(): the number of ranks.
+function Mesh:size() return #self.ranks end
+
+--- mesh:contains(rank)
+function Mesh:contains(rank) return self._index[rank] ~= nil end
+
+--- mesh:coord(rank): the rank's mesh coordinate (0-based entries, one per
+-- axis), or nil when the rank is not in the mesh.
+function Mesh:coord(rank)
+  local flat = self._index[rank]
+  if flat == nil then return nil end
+  local c = {}
+  for i = #self.shape, 1, -1 do
+    c[i] = flat % self.shape[i]
+    flat = flat // self.shape[i]
+  end
+  return c
+end
+
+--- mesh:rank_at(coord): the rank at a mesh coordinate.
+function Mesh:rank_at(coord)
+  if type(coord) ~= "table" or #coord ~= #self.shape then
+    argerror("a mesh coordinate has one entry per axis")
+  end
+  local flat = 0
+  for i = 1, #self.shape do
+    local c = toint(coord[i], format("coordinate[%d]", i))
+    if c < 0 or c >= self.shape[i] then
+      argerror(format("coordinate %d outside axis %d of size %d", c, i - 1,
+        self.shape[i]))
+    end
+    flat = flat * self.shape[i] + c
+  end
+  return self.ranks[flat + 1]
+end
+
+--- mesh:placements{tp = reshard.Shard(0)}: one placement per axis, named
+-- ones as given, the others Replicate() (needs axis names).
+function Mesh:placements(by_name)
+  if self._axis == nil then argerror("this mesh has no axis names") end
+  local out = {}
+  for i = 1, #self.shape do out[i] = M.Replicate() end
+  for name, p in pairs(by_name) do
+    local i = self._axis[name]
+    if i == nil then argerror(format("the mesh has no axis %q", tostring(name))) end
+    out[i] = p
+  end
+  return out
+end
+
+--- reshard.local_box(shape, mesh_shape, placements, coord) -> offset,
+-- extent: the box (0-based offset, extent per dimension) a DTensor
+-- placement gives the mesh coordinate coord. Uneven sizes follow
+-- torch.chunk; an empty shard has extent 0 in its sharded dimension.
+function M.local_box(shape, mesh_shape, placements, coord)
+  local p = placement_codes(placements)
+  local s = ints(shape, "shape")
+  local ms, c = ints(mesh_shape, "mesh shape"), ints(coord, "coordinate")
+  s, ms, p, c = vec(s), vec(ms), vec(p), vec(c)
+  local off, ext = C.rsw_ints_new(), C.rsw_ints_new()
+  C.rsw_dtensor_local_box(R, s, ms, p, c, off, ext)
+  local offset, extent = ints_table(off), ints_table(ext)
+  free_ints(s, ms, p, c, off, ext)
+  check(R)
+  return offset, extent
+end
+
+--- mesh:local_box(shape, placements, rank) -> offset, extent of the rank's
+-- shard of a tensor of shape.
+function Mesh:local_box(shape, placements, rank)
+  local coord = self:coord(rank)
+  if coord == nil then
+    argerror(format("rank %s is not in the mesh", tostring(rank)))
+  end
+  return M.local_box(shape, self.shape, placements, coord)
+end
+
+--- mesh:local_shape(shape, placements, rank): the extent alone.
+function Mesh:local_shape(shape, placements, rank)
+  local _, extent = self:local_box(shape, placements, rank)
+  return extent
+end
+
+--- mesh:local_numel(shape, placements, rank): elements of the rank's shard.
+function Mesh:local_numel(shape, placements, rank)
+  local n = 1
+  for _, e in ipairs(self:local_shape(shape, placements, rank)) do n = n * e end
+  return n
+end
+
+---------------------------------------------------------------------------
+-- Contexts
+---------------------------------------------------------------------------
+
+local Context = {}
+Context.__index = Context
+Context.__name = "reshard.Context"
+
+local function context_handle(self)
+  local h = self._h
+  if h == nil then closederror("reshard.Context") end
+  return h
+end
+
+local function new_context(r)
+  check(r)
+  return setmetatable({ _h = C.rsw_lua_as_context(r.handle) }, Context)
+end
+
+--- reshard.local_context(world): world ranks, all in this process.
+function M.local_context(world)
+  C.rsw_context_create_local(R, toint32(world, "world size"))
+  return new_context(R)
+end
+
+--- reshard.mpi_context(fcomm): one rank per MPI process, over the MPI
+-- communicator whose Fortran handle is fcomm (an integer, MPI_Comm_c2f;
+-- mpi4py: comm.py2f()). MPI must be initialized.
+function M.mpi_context(fcomm)
+  C.rsw_context_create_mpi(R, toint(fcomm, "Fortran communicator"))
+  return new_context(R)
+end
+
+--- reshard.nccl_unique_id(): a new NCCL unique id, as a 128-byte buffer
+-- (buf:bytes() gives it as a string to send to the other ranks;
+-- reshard.buffer(string) makes it a buffer again).
+function M.nccl_unique_id()
+  local id = M.buffer(C.RS_NCCL_UNIQUE_ID_BYTES)
+  C.rsw_nccl_unique_id(R, id)
+  if R.status ~= 0 then
+    local e = new_error(R.status, R.name, R.message)
+    id:close()
+    error(e, 0)
+  end
+  return id
+end
+
+--- reshard.nccl_context(id, rank, world, device): one GPU rank of an NCCL
+-- world made from a unique id (a buffer or a 128-byte string).
+function M.nccl_context(id, rank, world, device)
+  local own = false
+  if type(id) == "string" then id, own = M.buffer(id), true end
+  buffer_state(id)
+  C.rsw_context_create_nccl_id(R, id, toint32(rank, "rank"),
+    toint32(world, "world size"), toint32(device, "device"))
+  if own then id:close() end
+  return new_context(R)
+end
+
+--- reshard.nccl_context_comm(comm): over an ncclComm_t you already have,
+-- given as its address (an integer); the context never destroys it.
+function M.nccl_context_comm(comm)
+  C.rsw_context_create_nccl_comm(R, toint(comm, "ncclComm_t address"))
+  return new_context(R)
+end
+
+--- reshard.nccl_context_devices{0, 1, ...}: every rank in this process,
+-- rank i on CUDA device devices[i + 1].
+function M.nccl_context_devices(devices)
+  local d = vec(ints(devices, "devices"))
+  C.rsw_context_create_nccl_devices(R, d)
+  free_ints(d)
+  return new_context(R)
+end
+
+local TRANSPORT = { [C.RS_TRANSPORT_LOCAL] = "local",
+  [C.RS_TRANSPORT_MPI] = "mpi", [C.RS_TRANSPORT_NCCL] = "nccl" }
+
+--- ctx:world_size()
+function Context:world_size()
+  C.rsw_context_world_size(R, context_handle(self))
+  check(R)
+  return R.value
+end
+
+--- ctx:rank(): this process's rank, or reshard.ALL_RANKS (-1) for a
+-- context that drives every rank itself.
+function Context:rank()
+  C.rsw_context_rank(R, context_handle(self))
+  check(R)
+  return R.value
+end
+
+--- ctx:transport(): "local", "mpi" or "nccl".
+function Context:transport()
+  C.rsw_context_transport(R, context_handle(self))
+  check(R)
+  return TRANSPORT[R.value] or R.value
+end
+
+--- ctx:set_domain(rank, domain)
+function Context:set_domain(rank, domain)
+  C.rsw_context_set_domain(R, context_handle(self), toint32(rank, "rank"),
+    toint32(domain, "domain"))
+  check(R)
+  return self
+end
+
+--- ctx:domain(rank)
+function Context:domain(rank)
+  C.rsw_context_get_domain(R, context_handle(self), toint32(rank, "rank"))
+  check(R)
+  return R.value
+end
+
+--- ctx:set_domain_size(n): rank r in domain r // n.
+function Context:set_domain_size(n)
+  C.rsw_context_set_domain_size(R, context_handle(self),
+    toint32(n, "ranks per domain"))
+  check(R)
+  return self
+end
+
+--- ctx:set_param(name, value): name "staging_bytes", "timeout_ms",
+-- "integrity" (a boolean or 0/1) or "slice_bytes", or a RS_PARAM_ code.
+function Context:set_param(p, value)
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  C.rsw_context_set_param(R, context_handle(self), param_code(p),
+    toint(value, "parameter value"))
+  check(R)
+  return self
+end
+
+--- ctx:param(name)
+function Context:param(p)
+  C.rsw_context_get_param(R, context_handle(self), param_code(p))
+  check(R)
+  return R.value
+end
+
+--- ctx:abort(): make the execution in flight (or the next) fail at once;
+-- the context is done afterwards.
+function Context:abort()
+  C.rsw_context_abort(context_handle(self))
+end
+
+local Layout = {}
+Layout.__index = Layout
+Layout.__name = "reshard.Layout"
+
+--- ctx:layout(): a new empty layout.
+function Context:layout()
+  C.rsw_layout_create(R, context_handle(self))
+  check(R)
+  return setmetatable({ _h = C.rsw_lua_as_layout(R.handle), _ctx = self },
+    Layout)
+end
+
+--- ctx:close(): drop this reference; layouts and plans made from the
+-- context keep it alive as long as they need it.
+function Context:close()
+  local h = self._h
+  if h ~= nil then
+    self._h = nil
+    C.rsw_context_destroy(h)
+  end
+end
+Context.__close = Context.close
+Context.__gc = Context.close
+Context.__tostring = function(self)
+  if self._h == nil then return "reshard.Context (closed)" end
+  return format("reshard.Context(%s, world %d)", self:transport(),
+    self:world_size())
+end
+
+---------------------------------------------------------------------------
+-- Layouts
+---------------------------------------------------------------------------
+
+local function layout_handle(self)
+  local h = self._h
+  if h == nil then closederror("reshard.Layout") end
+  return h
+end
+
+local function checkname(name)
+  if type(name) ~= "string" then
+    argerror(format("a tensor name is a string, not %s", type(name)))
+  end
+  return name
+end
+
+--- layout:add_tensor(name, dtype, shape): declare a tensor.
+function Layout:add_tensor(name, dtype, shape)
+  local h = layout_handle(self)
+  checkname(name)
+  local code = dtype_code(dtype)
+  local s = vec(ints(shape, "shape"))
+  C.rsw_layout_add_tensor(R, h, name, code, s)
+  free_ints(s)
+  check(R)
+  return self
+end
+
+--- layout:add_shard{name=, rank=, offset=, extent=, buffer=0,
+-- byte_offset=0, strides=nil}: rank holds the box [offset, offset+extent)
+-- of the tensor, in its buffer number `buffer` from byte_offset on, dense
+-- row-major or with element strides.
+function Layout:add_shard(a)
+  local h = layout_handle(self)
+  if type(a) ~= "table" then argerror("add_shard takes a table") end
+  checkname(a.name)
+  local rank = toint32(a.rank, "rank")
+  local buffer = toint32(a.buffer or 0, "buffer")
+  local byte_offset = toint(a.byte_offset or 0, "byte_offset")
+  local off = ints(a.offset, "offset")
+  local ext = ints(a.extent, "extent")
+  local str = a.strides ~= nil and ints(a.strides, "strides") or nil
+  off, ext, str = vec(off), vec(ext), str and vec(str)
+  C.rsw_layout_add_shard(R, h, a.name, rank, off, ext, buffer, byte_offset,
+    str)
+  free_ints(off, ext, str)
+  check(R)
+  return self
+end
+
+--- layout:add_dtensor(name, mesh, placements, buffer, byte_offset): the
+-- shards of a DTensor: mesh is a reshard.mesh or {shape=..., ranks=...},
+-- placements one per mesh axis (reshard.Shard(d), reshard.Replicate()).
+-- Each rank's shard is dense in its buffer `buffer` (default 0) at
+-- byte_offset (default 0).
+function Layout:add_dtensor(name, mesh, placements, buffer, byte_offset)
+  local h = layout_handle(self)
+  checkname(name)
+  if type(mesh) ~= "table" or mesh.shape == nil then
+    argerror("a mesh is a reshard.mesh or a table {shape=..., ranks=...}")
+  end
+  local codes = placement_codes(placements)
+  buffer = toint32(buffer or 0, "buffer")
+  byte_offset = toint(byte_offset or 0, "byte_offset")
+  local shape = ints(mtype(mesh.shape) and { mesh.shape } or mesh.shape,
+    "mesh shape")
+  local ranks = mesh.ranks
+  if ranks == nil then
+    local n = 1
+    for i = 1, #shape do n = n * shape[i] end
+    ranks = {}
+    for i = 1, n do ranks[i] = i - 1 end
+  end
+  local ms, mr = ints(shape, "mesh shape"), ints(ranks, "mesh ranks")
+  local p
+  ms, mr, p = vec(ms), vec(mr), vec(codes)
+  C.rsw_layout_add_dtensor(R, h, name, ms, mr, p, buffer, byte_offset)
+  free_ints(ms, mr, p)
+  check(R)
+  return self
+end
+
+--- layout:allgather(): share every rank's shards with every rank
+-- (collective; MPI and NCCL contexts).
+function Layout:allgather()
+  C.rsw_layout_allgather(R, layout_handle(self))
+  check(R)
+  return self
+end
+
+--- layout:num_tensors()
+function Layout:num_tensors()
+  C.rsw_layout_num_tensors(R, layout_handle(self))
+  check(R)
+  return R.value
+end
+
+--- layout:num_shards()
+function Layout:num_shards()
+  C.rsw_layout_num_shards(R, layout_handle(self))
+  check(R)
+  return R.value
+end
+
+--- layout:serialize(): the layout's wire bytes, in a new buffer.
+function Layout:serialize()
+  C.rsw_layout_serialize(R, layout_handle(self))
+  check(R)
+  return adopt_buffer(C.rsw_lua_as_buffer(R.handle), R.value)
+end
+
+--- layout:deserialize(bytes): add what serialized bytes (a buffer or a
+-- string) hold.
+function Layout:deserialize(bytes)
+  local h = layout_handle(self)
+  local own = false
+  if type(bytes) == "string" then bytes, own = M.buffer(bytes), true end
+  buffer_state(bytes)
+  C.rsw_layout_deserialize(R, h, bytes)
+  if own then bytes:close() end
+  check(R)
+  return self
+end
+
+--- layout:close()
+function Layout:close()
+  local h = self._h
+  if h ~= nil then
+    self._h = nil
+    C.rsw_layout_destroy(h)
+  end
+end
+Layout.__close = Layout.close
+Layout.__gc = Layout.close
+Layout.__tostring = function(self)
+  if self._h == nil then return "reshard.Layout (closed)" end
+  return format("reshard.Layout(%d tensors, %d shards)", self:num_tensors(),
+    self:num_shards())
+end
+
+---------------------------------------------------------------------------
+-- Plans
+---------------------------------------------------------------------------
+
+local Plan = {}
+Plan.__index = Plan
+Plan.__name = "reshard.Plan"
+
+local function plan_handle(self)
+  local h = self._h
+  if h == nil then closederror("reshard.Plan") end
+  return h
+end
+
+--- reshard.plan(src, dst) (also src:plan(dst)): what moves where. The plan
+-- copies what it needs: the layouts may be closed afterwards.
+function M.plan(src, dst)
+  if getmetatable(src) ~= Layout or getmetatable(dst) ~= Layout then
+    argerror("reshard.plan(src, dst) takes two layouts")
+  end
+  C.rsw_plan_create(R, layout_handle(src), layout_handle(dst))
+  check(R)
+  return setmetatable({ _h = C.rsw_lua_as_plan(R.handle), _ctx = src._ctx,
+    _bound = {}, _inflight = false }, Plan)
+end
+Layout.plan = M.plan
+
+--- plan:stat(name, rank): one figure ("bytes_sent_inter", ...) of rank
+-- (default: all ranks summed; rounds and staging_bytes: the maximum).
+function Plan:stat(name, rank)
+  local code = STAT[name]
+  if code == nil then argerror(format("unknown plan figure %s", tostring(name))) end
+  C.rsw_plan_stat(R, plan_handle(self), toint32(rank or C.RS_ALL_RANKS, "rank"),
+    code)
+  check(R)
+  return R.value
+end
+
+--- plan:stats(rank): every figure of rank (default all ranks) in a table:
+-- bytes_sent_intra, bytes_sent_inter, bytes_recv_intra, bytes_recv_inter,
+-- bytes_local, messages_sent, messages_recv, rounds, staging_bytes, moves.
+function Plan:stats(rank)
+  local h = plan_handle(self)
+  rank = toint32(rank or C.RS_ALL_RANKS, "rank")
+  local t = {}
+  for _, s in ipairs(STATS) do
+    C.rsw_plan_stat(R, h, rank, s[2])
+    check(R)
+    t[s[1]] = R.value
+  end
+  return t
+end
+
+--- plan:json(): the whole plan as JSON text.
+function Plan:json()
+  local s = C.rsw_plan_to_json(R, plan_handle(self))
+  check(R)
+  return s
+end
+
+--- plan:num_moves()
+function Plan:num_moves()
+  C.rsw_plan_num_moves(R, plan_handle(self))
+  check(R)
+  return R.value
+end
+
+--- plan:num_tensors()
+function Plan:num_tensors()
+  C.rsw_plan_num_tensors(R, plan_handle(self))
+  check(R)
+  return R.value
+end
+
+--- plan:fingerprint(): the 64-bit fingerprint as an integer (its bit
+-- pattern; format("%016x") prints it).
+function Plan:fingerprint()
+  C.rsw_plan_fingerprint(R, plan_handle(self))
+  check(R)
+  return R.value
+end
+
+local function unpin(b)
+  local st = bstate[b]
+  if st ~= nil then
+    st.pins = st.pins - 1
+    free_buffer(b, st)
+  end
+end
+
+--- plan:bind(side, rank, index, buf): buffer number `index` of rank on
+-- side ("src" or "dst") is the reshard.buffer buf. The plan keeps buf
+-- alive (and its memory, even after buf:close()) until the plan is closed
+-- or buf is replaced by a later bind of the same (side, rank, index).
+function Plan:bind(side, rank, index, buf)
+  local h = plan_handle(self)
+  local s = side_code(side)
+  rank = toint32(rank, "rank")
+  index = toint32(index, "buffer")
+  local st = buffer_state(buf)
+  C.rsw_plan_bind_buffer(R, h, s, rank, index, buf)
+  check(R)
+  local key = format("%d:%d:%d", s, rank, index)
+  local old = self._bound[key]
+  st.pins = st.pins + 1
+  self._bound[key] = buf
+  if old ~= nil then unpin(old) end
+  return self
+end
+
+--- plan:bind_address(side, rank, index, address, bytes, memory, device):
+-- bind memory the caller owns and keeps valid (a CUDA pointer from
+-- another library, ...); memory "host" (default) or "cuda".
+function Plan:bind_address(side, rank, index, address, bytes, memory, device)
+  local h = plan_handle(self)
+  local mem = MEMORY[memory or "host"]
+  if mem == nil then mem = toint32(memory, "memory kind") end
+  C.rsw_plan_bind(R, h, side_code(side), toint32(rank, "rank"),
+    toint32(index, "buffer"), toint(address, "address"),
+    toint(bytes, "bytes"), mem, toint32(device or -1, "device"))
+  check(R)
+  return self
+end
+
+--- plan:execute(): move the bytes (again after the sources changed).
+function Plan:execute()
+  C.rsw_plan_execute(R, plan_handle(self))
+  check(R)
+  return self
+end
+
+--- plan:execute_async(queue): start an execution and return; queue is a
+-- cudaStream_t address on GPU contexts (nil or 0: none). Then call
+-- plan:test() or plan:wait().
+function Plan:execute_async(queue)
+  C.rsw_plan_execute_async(R, plan_handle(self), toint(queue or 0, "queue"))
+  check(R)
+  self._inflight = true
+  return self
+end
+
+--- plan:test(): advance the execution without waiting; true once it
+-- ended (raising its error if it failed).
+function Plan:test()
+  C.rsw_plan_test(R, plan_handle(self))
+  if R.status ~= 0 then
+    self._inflight = false
+    raise(R)
+  end
+  local done = R.value ~= 0
+  if done then self._inflight = false end
+  return done
+end
+
+--- plan:wait(): until the execution ended; raises its error.
+function Plan:wait()
+  C.rsw_plan_wait(R, plan_handle(self))
+  self._inflight = false
+  check(R)
+  return self
+end
+
+-- Close with the result r (R, or GCR in a finalizer).
+local function close_plan(self, r)
+  local h = self._h
+  if h == nil then return end
+  if self._inflight then
+    -- An execution in flight reads and writes the bound buffers: end it
+    -- before they can go.
+    C.rsw_plan_wait(r, h)
+    self._inflight = false
+  end
+  self._h = nil
+  C.rsw_plan_destroy(h)
+  local bound = self._bound
+  self._bound = {}
+  for _, b in pairs(bound) do unpin(b) end
+end
+
+--- plan:close(): waits for an execution in flight, frees the plan, and
+-- lets go of its buffers.
+function Plan:close() close_plan(self, R) end
+Plan.__close = Plan.close
+Plan.__gc = function(self) close_plan(self, GCR) end
+Plan.__tostring = function(self)
+  if self._h == nil then return "reshard.Plan (closed)" end
+  return format("reshard.Plan(%d moves, %d tensors)", self:num_moves(),
+    self:num_tensors())
+end
+
+return M
