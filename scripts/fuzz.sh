@@ -31,7 +31,7 @@ done
 
 build=build/fuzz
 CC=clang cmake -S . -B "$build" -DRESHARD_FUZZ=ON -DRESHARD_BUILD_BENCH=OFF \
-  -DRESHARD_WITH_NCCL=OFF \
+  -DRESHARD_WITH_NCCL=OFF -DRESHARD_BUILD_BINDINGS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 work=$build/work

@@ -21,8 +21,10 @@ link="$san -Wl,-rpath,$rtdir"
 # Without the NCCL module: nvcc's host compiler takes no sanitizer link
 # flags, and its code needs a GPU to run; scripts/test.sh builds it, and
 # test_pieces here compiles its index math into the (sanitized) test.
+# Without the language bindings: their interpreters (python3, go, lua) are
+# not built with the sanitizer runtime.
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
-  -DRESHARD_WITH_NCCL=OFF -DRESHARD_BUILD_BENCH=OFF -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+  -DRESHARD_WITH_NCCL=OFF -DRESHARD_BUILD_BINDINGS=OFF -DRESHARD_BUILD_BENCH=OFF -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$link" -DCMAKE_SHARED_LINKER_FLAGS="$link" \
   -DCMAKE_MODULE_LINKER_FLAGS="$link" >/dev/null
 cmake --build "$build" -j"$(nproc)"

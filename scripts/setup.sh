@@ -4,7 +4,9 @@
 set -euo pipefail
 packages=(cmake gcc g++ make pkg-config libcriterion-dev libopenmpi-dev openmpi-bin
   libjson-c-dev libxxhash-dev
-  clang libclang-rt-14-dev llvm valgrind)
+  clang libclang-rt-14-dev llvm valgrind
+  swig python3-dev python3-venv python3-pip python3-numpy python3-pytest
+  python3-mpi4py python3-torch golang-go lua5.4 liblua5.4-dev lua-busted)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

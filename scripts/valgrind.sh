@@ -19,7 +19,7 @@ command -v valgrind >/dev/null || {
 }
 build=build/valgrind
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-O1 -g" \
-  -DRESHARD_BUILD_BENCH=OFF >/dev/null
+  -DRESHARD_BUILD_BENCH=OFF -DRESHARD_BUILD_BINDINGS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 root="$(pwd)"
 logs="$build/valgrind-logs"
