@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(cmake gcc g++ make pkg-config libcriterion-dev libopenmpi-dev openmpi-bin
   libjson-c-dev libxxhash-dev
-  clang libclang-rt-14-dev llvm valgrind abigail-tools
+  clang libclang-rt-14-dev llvm valgrind abigail-tools python3-yaml
   swig python3-dev python3-venv python3-pip python3-numpy python3-pytest
   python3-mpi4py python3-torch golang-go lua5.4 liblua5.4-dev lua-busted)
 missing=()
