@@ -313,15 +313,20 @@ void rsw_context_create_mpi(rsw_result *r, int64_t fortran_comm) {
 
 void rsw_nccl_unique_id(rsw_result *r, rsw_buffer *id) {
   begin(r);
-  if (!id || id->n != RS_NCCL_UNIQUE_ID_BYTES)
-    { fail(r, "an NCCL unique id needs a buffer of 128 bytes"); return; }
+  if (!id || id->n != RS_NCCL_UNIQUE_ID_BYTES) {
+    fail(r, "an NCCL unique id needs a buffer of 128 bytes");
+    return;
+  }
   end(r, rs_nccl_unique_id(id->p, (size_t)id->n), NULL);
 }
 
 void rsw_context_create_nccl_id(rsw_result *r, const rsw_buffer *id,
                                 int rank, int world_size, int device) {
   begin(r);
-  if (!id) { fail(r, "no unique id"); return; }
+  if (!id) {
+    fail(r, "no unique id");
+    return;
+  }
   rs_context *c = NULL;
   made(r,
        rs_context_create_nccl_id(id->p, (size_t)id->n, rank, world_size,
@@ -513,10 +518,14 @@ void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
   begin(r);
   rsw_ints_clear(offset);
   rsw_ints_clear(extent);
-  if (placements->n != mesh_shape->n || coord->n != mesh_shape->n)
-    { fail(r, "one placement and one coordinate per mesh axis"); return; }
-  if (shape->n < 1 || shape->n > RS_MAX_DIMS)
-    { fail(r, "a shape has 1 to 16 dimensions"); return; }
+  if (placements->n != mesh_shape->n || coord->n != mesh_shape->n) {
+    fail(r, "one placement and one coordinate per mesh axis");
+    return;
+  }
+  if (shape->n < 1 || shape->n > RS_MAX_DIMS) {
+    fail(r, "a shape has 1 to 16 dimensions");
+    return;
+  }
   int *place = as_ints(r, placements);
   if (!place) return;
   int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
@@ -526,8 +535,10 @@ void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
   free(place);
   end(r, st, NULL);
   for (int64_t i = 0; st == RS_OK && i < shape->n; i++)
-    if (rsw_ints_push(offset, off[i]) || rsw_ints_push(extent, ext[i]))
-      { fail(r, "out of memory"); return; }
+    if (rsw_ints_push(offset, off[i]) || rsw_ints_push(extent, ext[i])) {
+      fail(r, "out of memory");
+      return;
+    }
 }
 
 void rsw_layout_num_tensors(rsw_result *r, const rs_layout *layout) {
@@ -649,7 +660,10 @@ void rsw_plan_bind(rsw_result *r, rs_plan *plan, int side, int rank,
 void rsw_plan_bind_buffer(rsw_result *r, rs_plan *plan, int side, int rank,
                           int buffer, rsw_buffer *b) {
   begin(r);
-  if (!b) { fail(r, "no buffer"); return; }
+  if (!b) {
+    fail(r, "no buffer");
+    return;
+  }
   end_plan(r,
            rs_plan_bind(plan, (rs_side)side, rank, buffer, b->p, (size_t)b->n),
            plan);
