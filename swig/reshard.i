@@ -9,7 +9,8 @@
  * Per-language needs live here, each under its #ifdef:
  *   Lua   int64_t and uint64_t as Lua integers (SWIG 4.1 makes them
  *         floats, which lose exactness above 2^53).
- *   Python handle arguments accept the untyped rsw_result::handle. */
+ * Handles made by a call are read with rsw_result_context/_layout/_plan/
+ * _buffer, typed, in every language. */
 %module reshard
 
 %{
@@ -28,10 +29,7 @@
  *   values from 2^63 up are negative Lua integers (math.ult and
  *   string.format("%x") read them as unsigned).
  * - Results (int, int64_t, uint64_t, and the int/int64_t fields of
- *   rsw_result) come back as Lua integers.
- * - void * handles in rsw_result are recast to their handle types by the
- *   rsw_lua_as_* functions (SWIG does not convert void * to a typed
- *   pointer by itself). */
+ *   rsw_result) come back as Lua integers. */
 %{
 #include <limits.h>
 static int rsw_lua_isint(lua_State *L, int i) {
@@ -47,10 +45,6 @@ static int rsw_lua_isint32(lua_State *L, int i) {
   v = lua_tointegerx(L, i, &ok);
   return ok && v >= INT_MIN && v <= INT_MAX;
 }
-static rs_context *rsw_lua_as_context(void *h) { return (rs_context *)h; }
-static rs_layout *rsw_lua_as_layout(void *h) { return (rs_layout *)h; }
-static rs_plan *rsw_lua_as_plan(void *h) { return (rs_plan *)h; }
-static rsw_buffer *rsw_lua_as_buffer(void *h) { return (rsw_buffer *)h; }
 %}
 %typemap(in, checkfn = "rsw_lua_isint") int64_t
   %{ $1 = (int64_t)lua_tointeger(L, $input); %}
@@ -70,10 +64,6 @@ static rsw_buffer *rsw_lua_as_buffer(void *h) { return (rsw_buffer *)h; }
   %{ $1 = rsw_lua_isint(L, $input); %}
 %typemap(typecheck, precedence = SWIG_TYPECHECK_INT32) int
   %{ $1 = rsw_lua_isint32(L, $input); %}
-rs_context *rsw_lua_as_context(void *h);
-rs_layout *rsw_lua_as_layout(void *h);
-rs_plan *rsw_lua_as_plan(void *h);
-rsw_buffer *rsw_lua_as_buffer(void *h);
 #endif
 
 /* Handles are opaque to every language. */
@@ -81,22 +71,6 @@ typedef struct rs_context rs_context;
 typedef struct rs_layout rs_layout;
 typedef struct rs_plan rs_plan;
 
-#ifdef SWIGPYTHON
-/* Handles come back untyped (rsw_result::handle is a void *): accept any
- * SWIG pointer object (or None, NULL) where a handle or an rsw_buffer is
- * expected. */
-%typemap(in) rs_context *, const rs_context *, rs_layout *,
-    const rs_layout *, rs_plan *, const rs_plan *, rsw_buffer *,
-    const rsw_buffer * {
-  void *rsw_argp = 0;
-  int rsw_res = SWIG_ConvertPtr($input, &rsw_argp, 0, $disown | 0);
-  if (!SWIG_IsOK(rsw_res)) {
-    SWIG_exception_fail(SWIG_ArgError(rsw_res), "in method '$symname', "
-                        "argument $argnum: a libreshard handle is needed");
-  }
-  $1 = ($1_ltype)rsw_argp;
-}
-#endif
 
 %newobject rsw_plan_to_json;
 %newobject rsw_result_new;

@@ -23,6 +23,10 @@ struct rsw_buffer {
 
 rsw_result *rsw_result_new(void) { return calloc(1, sizeof(rsw_result)); }
 void rsw_result_free(rsw_result *r) { free(r); }
+rs_context *rsw_result_context(const rsw_result *r) { return r->handle; }
+rs_layout *rsw_result_layout(const rsw_result *r) { return r->handle; }
+rs_plan *rsw_result_plan(const rsw_result *r) { return r->handle; }
+rsw_buffer *rsw_result_buffer(const rsw_result *r) { return r->handle; }
 
 static void begin(rsw_result *r) {
   r->status = RS_OK;

@@ -34,6 +34,11 @@ typedef struct rsw_result {
 
 rsw_result *rsw_result_new(void);
 void rsw_result_free(rsw_result *r);
+/* The handle output as its type, for every language alike (SWIG passes an
+ * untyped void * on as nothing else). NULL when the call made none. */
+rs_context *rsw_result_context(const rsw_result *r);
+rs_layout *rsw_result_layout(const rsw_result *r);
+rs_plan *rsw_result_plan(const rsw_result *r);
 
 /* ---- integer vectors ---------------------------------------------------- */
 typedef struct rsw_ints rsw_ints;
@@ -51,6 +56,8 @@ typedef struct rsw_buffer rsw_buffer;
 /* `bytes` zeroed bytes, 64-byte aligned; NULL when out of memory. */
 rsw_buffer *rsw_buffer_new(int64_t bytes);
 void rsw_buffer_free(rsw_buffer *b);
+/* The buffer a call made (rsw_layout_serialize), as rsw_result_context. */
+rsw_buffer *rsw_result_buffer(const rsw_result *r);
 int64_t rsw_buffer_size(const rsw_buffer *b);
 /* The address, as an integer (for bind and for views). */
 uint64_t rsw_buffer_address(const rsw_buffer *b);

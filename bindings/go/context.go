@@ -33,9 +33,9 @@ func newContext(op string, create contextMaker) (*Context, error) {
 	if err := resultError(op, r); err != nil {
 		return nil, err
 	}
-	h := rsw.SwigcptrStruct_SS_rs_context(r.GetHandle())
+	h := rsw.Rsw_result_context(r)
 	live.contexts.Add(1)
-	c := &Context{s: &ctxState{ctx: uintptr(h)}, h: h}
+	c := &Context{s: &ctxState{ctx: h.Swigcptr()}, h: h}
 	runtime.SetFinalizer(c, (*Context).finalize)
 	rsw.Rsw_context_world_size(r, h)
 	c.world = int(r.GetValue())
@@ -245,7 +245,7 @@ func (c *Context) NewLayout() (*Layout, error) {
 		if r.GetStatus() == 0 {
 			live.layouts.Add(1)
 			l = &Layout{s: c.s, ctx: c,
-				h: rsw.SwigcptrStruct_SS_rs_layout(r.GetHandle()), ndim: map[string]int{}}
+				h: rsw.Rsw_result_layout(r), ndim: map[string]int{}}
 		}
 	})
 	if err != nil {

@@ -187,7 +187,7 @@ func (l *Layout) Serialize() ([]byte, error) {
 	_, err := l.do("Layout.Serialize", func(r rsw.Rsw_result, h rsw.Struct_SS_rs_layout) error {
 		rsw.Rsw_layout_serialize(r, h)
 		if r.GetStatus() == 0 {
-			b := rsw.SwigcptrStruct_SS_rsw_buffer(r.GetHandle())
+			b := rsw.Rsw_result_buffer(r)
 			out = append([]byte(nil), cBytes(b)...)
 			rsw.Rsw_buffer_free(b)
 		}

@@ -40,7 +40,7 @@ func NewPlan(src, dst *Layout) (*Plan, error) {
 		if r.GetStatus() == 0 {
 			live.plans.Add(1)
 			p = &Plan{s: src.s, ctx: src.ctx,
-				h: rsw.SwigcptrStruct_SS_rs_plan(r.GetHandle()), bound: map[binding]*Buffer{}}
+				h: rsw.Rsw_result_plan(r), bound: map[binding]*Buffer{}}
 		}
 		return nil
 	})

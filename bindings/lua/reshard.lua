@@ -639,7 +639,7 @@ end
 
 local function new_context(r)
   check(r)
-  return setmetatable({ _h = C.rsw_lua_as_context(r.handle) }, Context)
+  return setmetatable({ _h = C.rsw_result_context(r) }, Context)
 end
 
 --- reshard.local_context(world): world ranks, all in this process.
@@ -777,7 +777,7 @@ Layout.__name = "reshard.Layout"
 function Context:layout()
   C.rsw_layout_create(R, context_handle(self))
   check(R)
-  return setmetatable({ _h = C.rsw_lua_as_layout(R.handle), _ctx = self },
+  return setmetatable({ _h = C.rsw_result_layout(R), _ctx = self },
     Layout)
 end
 
@@ -907,7 +907,7 @@ end
 function Layout:serialize()
   C.rsw_layout_serialize(R, layout_handle(self))
   check(R)
-  return adopt_buffer(C.rsw_lua_as_buffer(R.handle), R.value)
+  return adopt_buffer(C.rsw_result_buffer(R), R.value)
 end
 
 --- layout:deserialize(bytes): add what serialized bytes (a buffer or a
@@ -961,7 +961,7 @@ function M.plan(src, dst)
   end
   C.rsw_plan_create(R, layout_handle(src), layout_handle(dst))
   check(R)
-  return setmetatable({ _h = C.rsw_lua_as_plan(R.handle), _ctx = src._ctx,
+  return setmetatable({ _h = C.rsw_result_plan(R), _ctx = src._ctx,
     _bound = {}, _inflight = false }, Plan)
 end
 Layout.plan = M.plan

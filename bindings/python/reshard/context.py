@@ -93,7 +93,7 @@ class _Handle:
 def _made(r: Any) -> Any:
     if r.status:
         N.raise_for(r)
-    return r.handle
+    return C.rsw_result_context(r)
 
 
 class Context(_Handle):

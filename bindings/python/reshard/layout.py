@@ -47,7 +47,7 @@ class Layout(_Handle):
         C.rsw_layout_create(r, context._h())
         if r.status:
             N.raise_for(r)
-        self._handle = r.handle
+        self._handle = C.rsw_result_layout(r)
         self.context = context  # keeps the Python context alive too
         self._tensors: Dict[str, TensorInfo] = {}
         # (rank, buffer) -> [bytes the shards reach, dtypes in it]; only
@@ -212,7 +212,7 @@ class Layout(_Handle):
         r = N.result()
         C.rsw_layout_serialize(r, self._h())
         self._check(r)
-        b = r.handle
+        b = C.rsw_result_buffer(r)
         try:
             return N.buffer_bytes(b)
         finally:

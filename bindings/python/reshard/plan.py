@@ -84,7 +84,7 @@ class Plan(_Handle):
         C.rsw_plan_create(r, src._h(), dst._h())
         if r.status:
             N.raise_for(r)
-        self._handle = r.handle
+        self._handle = C.rsw_result_plan(r)
         self.context: Context = src.context
         # What the plan's buffers need (as far as Python saw it added).
         self._needs = ({k: (v[0], frozenset(v[1]))
