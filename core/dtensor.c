@@ -5,13 +5,12 @@
  * dim nest left to right: each splits the chunk the axes before it left. */
 #include "layout.h"
 
-rs_status rsi_dtensor_box(int ndim, const int64_t *shape, int mesh_ndim,
-                          const int64_t *mesh_shape, const int *placements,
-                          const int64_t *coord, int64_t *offset,
-                          int64_t *extent, rsi_err *err) {
-  if (ndim < 1 || ndim > RSI_MAX_DIMS)
-    return RSI_FAIL(err, ndim < 1 ? RS_ERR_BAD_SHAPE : RS_ERR_TOO_MANY_DIMS,
-                    "tensor of %d dims, must be 1..%d", ndim, RSI_MAX_DIMS);
+/* The box of coord into offset and extent (ndim entries each, ndim already
+ * checked); on failure they may hold part of it. */
+static rs_status compute_box(int ndim, const int64_t *shape, int mesh_ndim,
+                             const int64_t *mesh_shape, const int *placements,
+                             const int64_t *coord, int64_t *offset,
+                             int64_t *extent, rsi_err *err) {
   if (mesh_ndim < 1 || mesh_ndim > RSI_MAX_DIMS)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "mesh of %d axes, must be 1..%d", mesh_ndim,
@@ -53,4 +52,23 @@ rs_status rsi_dtensor_box(int ndim, const int64_t *shape, int mesh_ndim,
     }
   }
   return RS_OK;
+}
+
+rs_status rsi_dtensor_box(int ndim, const int64_t *shape, int mesh_ndim,
+                          const int64_t *mesh_shape, const int *placements,
+                          const int64_t *coord, int64_t *offset,
+                          int64_t *extent, rsi_err *err) {
+  if (ndim < 1 || ndim > RSI_MAX_DIMS)
+    return RSI_FAIL(err, ndim < 1 ? RS_ERR_BAD_SHAPE : RS_ERR_TOO_MANY_DIMS,
+                    "tensor of %d dims, must be 1..%d", ndim, RSI_MAX_DIMS);
+  /* Worked out aside, so that a refusal leaves no half a box behind: the
+   * out arrays get the box, or zeros. */
+  int64_t off[RSI_MAX_DIMS], ext[RSI_MAX_DIMS];
+  rs_status st = compute_box(ndim, shape, mesh_ndim, mesh_shape, placements,
+                             coord, off, ext, err);
+  for (int d = 0; d < ndim; d++) {
+    offset[d] = st == RS_OK ? off[d] : 0;
+    extent[d] = st == RS_OK ? ext[d] : 0;
+  }
+  return st;
 }

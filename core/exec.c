@@ -275,6 +275,24 @@ static rs_status enqueue(rs_plan *plan) {
   }
 }
 
+/* What this rank checks and builds before it takes part: the queue, the
+ * bindings, and at the first execution the driver and its staging. */
+static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
+  rs_context *ctx = plan->ctx;
+  if (queue && ctx->engine->ops->memory == RSI_MEMORY_HOST)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "this context moves host memory and takes no queue: "
+                    "pass NULL");
+  RSI_TRY(check_bindings(plan, err));
+  if (!plan->exec) {
+    plan->exec = calloc(1, sizeof *plan->exec);
+    if (!plan->exec) return RSI_NOMEM(err);
+  }
+  if (!plan->exec->driver)
+    RSI_TRY(rsi_driver_create(plan, &plan->exec->driver, err));
+  return RS_OK;
+}
+
 rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
   rs_context *ctx = plan->ctx;
   rsi_err *err = ctx->err;
@@ -283,24 +301,14 @@ rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
                     "an execution of %s plan is still in flight on this "
                     "context: wait for it (rs_plan_wait) first",
                     ctx->running == plan ? "this" : "another");
-  if (queue && ctx->engine->ops->memory == RSI_MEMORY_HOST)
-    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                    "this context moves host memory and takes no queue: "
-                    "pass NULL");
   RSI_TRY(rsi_context_usable(ctx));
-  RSI_TRY(check_bindings(plan, err));
-  if (!plan->exec) {
-    plan->exec = calloc(1, sizeof *plan->exec);
-    if (!plan->exec) return RSI_NOMEM(err);
-  }
+  rs_status st = ready_locally(plan, queue, err);
+  /* Between processes the other ranks wait for this one: a refusal is
+   * told to them, not just returned. */
+  if (st != RS_OK)
+    return between_processes(plan) ? rsi_guard_refuse(plan, err) : st;
   struct rsi_exec *x = plan->exec;
   if (between_processes(plan)) RSI_TRY(rsi_guard_prepare(plan, err));
-  rs_status st = RS_OK;
-  if (!x->driver) st = rsi_driver_create(plan, &x->driver, err);
-  if (st != RS_OK) { /* nothing was posted, but peers are waiting */
-    if (between_processes(plan)) rsi_guard_fail(plan, st);
-    return st;
-  }
   if (ctx->transport->ops->set_integrity)
     ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
   ctx->running = plan;

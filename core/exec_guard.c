@@ -469,18 +469,55 @@ static rs_status exchange(rs_plan *plan, rsi_exchange *x, const int *ranks,
 
 /* ---- the agreement ------------------------------------------------------- */
 
-/* + section hashes, plans agreed so far on the context */
-enum { AGREE_SECTIONS = 4, AGREE_WORDS = AGREE_SECTIONS + 4 };
+/* + section hashes, plans agreed so far on the context, then a refusal:
+ * the status that made this rank refuse (0: none) and the start of its
+ * message, NUL-padded. */
+enum {
+  AGREE_SECTIONS = 4,
+  AGREE_COUNT = 2 + AGREE_SECTIONS,
+  AGREE_REFUSAL = AGREE_COUNT + 1,
+  REFUSAL_TEXT_WORDS = 32,
+  AGREE_WORDS = AGREE_REFUSAL + 1 + REFUSAL_TEXT_WORDS + 1
+};
+_Static_assert(AGREE_WORDS <= RSI_RECORD_WORDS,
+               "an agreement record fits an exchange");
+_Static_assert(NOTICE_WORDS <= RSI_RECORD_WORDS &&
+                   HELLO_WORDS <= RSI_RECORD_WORDS,
+               "every record fits an exchange");
+
+static void put_refusal(uint64_t *w, const rsi_err *refusal) {
+  unsigned char text[REFUSAL_TEXT_WORDS * 8] = {0};
+  w[0] = 0;
+  if (refusal) {
+    w[0] = (uint64_t)refusal->status;
+    memcpy(text, refusal->msg, strnlen(refusal->msg, sizeof text - 1));
+  }
+  for (int i = 0; i < REFUSAL_TEXT_WORDS; i++)
+    w[1 + i] = load_u64(text + 8 * i);
+}
+
+/* The message a refusal carries, NUL-terminated in text. */
+static void refusal_text(const uint64_t *w,
+                         char text[REFUSAL_TEXT_WORDS * 8]) {
+  for (int i = 0; i < REFUSAL_TEXT_WORDS; i++)
+    store_u64((unsigned char *)text + 8 * i, w[1 + i]);
+  text[REFUSAL_TEXT_WORDS * 8 - 1] = '\0';
+}
 
 /* Every rank sends its words to every other (point to point, so a rank
  * that never calls is named by the timeout); all see all and reach one
- * verdict. */
-static rs_status agree(rs_plan *plan, rsi_err *err) {
+ * verdict: the first rank (in rank order) that refused, else the first
+ * that differs from rank 0. A rank that refused reports its own refusal
+ * (`refusal`: status and message). *exchanged: every record arrived, so
+ * a failure is a verdict every rank shares. */
+static rs_status agree(rs_plan *plan, const rsi_err *refusal,
+                       bool *exchanged, rsi_err *err) {
   static const char *section[AGREE_SECTIONS] = {
       "tensor declarations", "source layout", "destination layout",
       "world, domains, staging or integrity setting"};
   rs_context *ctx = plan->ctx;
   int me = ctx->rank, world = ctx->world_size;
+  *exchanged = false;
   int *others = calloc((size_t)world, sizeof *others);
   if (!others) return RSI_NOMEM(err);
   int n = 0;
@@ -488,17 +525,36 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
     if (r != me) others[n++] = r;
   uint64_t mine[AGREE_WORDS] = {AGREE_MAGIC};
   memcpy(mine + 2, plan->section_hash, sizeof plan->section_hash);
-  mine[2 + AGREE_SECTIONS] = ctx->agreements;
+  mine[AGREE_COUNT] = ctx->agreements;
+  put_refusal(mine + AGREE_REFUSAL, refusal);
   rsi_exchange x = {0};
   rs_status st = exchange(plan, &x, others, n, RSI_TAG_AGREE, mine,
                           AGREE_WORDS, err);
-  /* Every rank's record beside rank 0's; others[i] is i below me, i + 1
-   * above, so rank r's record is theirs[r] or theirs[r - 1]. Every rank
-   * walks the ranks in order and so names the same one. */
-  const uint64_t *first = me == 0 ? x.mine : x.theirs;
+  *exchanged = st == RS_OK;
+  if (st == RS_OK && refusal) {
+    *err = *refusal;
+    st = refusal->status;
+  }
+  /* others[i] is i below me, i + 1 above, so rank r's record is theirs[r]
+   * or theirs[r - 1]. Every rank walks the ranks in order and so names
+   * the same one. */
+#define RECORD_OF(r)                                                      \
+  ((r) == me ? x.mine                                                    \
+             : x.theirs + (size_t)((r) < me ? (r) : (r) - 1) * AGREE_WORDS)
+  for (int r = 0; r < world && st == RS_OK; r++) {
+    const uint64_t *w = RECORD_OF(r);
+    if (!w[AGREE_REFUSAL]) continue;
+    char text[REFUSAL_TEXT_WORDS * 8];
+    refusal_text(w + AGREE_REFUSAL, text);
+    st = RSI_FAIL(err, RS_ERR_MISMATCH,
+                  "rank %d: %s; it refused (%s) this plan's first "
+                  "execution, so no rank runs it: nothing moved, and the "
+                  "context stays usable",
+                  r, text, rsi_status_name((rs_status)w[AGREE_REFUSAL]));
+  }
+  const uint64_t *first = RECORD_OF(0);
   for (int r = 1; r < world && st == RS_OK; r++) {
-    const uint64_t *w =
-        r == me ? x.mine : x.theirs + (size_t)(r < me ? r : r - 1) * AGREE_WORDS;
+    const uint64_t *w = RECORD_OF(r);
     for (int k = 0; k < AGREE_SECTIONS && st == RS_OK; k++)
       if (w[2 + k] != first[2 + k])
         st = RSI_FAIL(err, RS_ERR_MISMATCH,
@@ -506,13 +562,14 @@ static rs_status agree(rs_plan *plan, rsi_err *err) {
                       "vs %016llx): every rank must build the same layouts",
                       r, section[k], (unsigned long long)w[2 + k],
                       (unsigned long long)first[2 + k]);
-    if (st == RS_OK && w[2 + AGREE_SECTIONS] != first[2 + AGREE_SECTIONS])
+    if (st == RS_OK && w[AGREE_COUNT] != first[AGREE_COUNT])
       st = RSI_FAIL(err, RS_ERR_MISMATCH,
                     "rank %d has agreed %llu plans on this context and rank "
                     "0 %llu: the ranks disagree on which plan this is",
-                    r, (unsigned long long)w[2 + AGREE_SECTIONS],
-                    (unsigned long long)first[2 + AGREE_SECTIONS]);
+                    r, (unsigned long long)w[AGREE_COUNT],
+                    (unsigned long long)first[AGREE_COUNT]);
   }
+#undef RECORD_OF
   rsi_exchange_free(&x);
   free(others);
   if (st != RS_OK) return st;
@@ -564,14 +621,39 @@ rs_status rsi_guard_prepare(rs_plan *plan, rsi_err *err) {
   RSI_TRY(find_peers(plan, err));
   rs_status st = RS_OK;
   if (!plan->agreed) {
-    st = agree(plan, err);
-    if (st == RS_ERR_MISMATCH) return st; /* the ranks agree to disagree */
+    bool exchanged = false;
+    st = agree(plan, NULL, &exchanged, err);
+    if (st != RS_OK && exchanged) return st; /* they agree to disagree */
   }
   if (st == RS_OK) {
     plan->epoch++;
     st = check_notices(plan, ctx->rank, RSI_NO_GROUP, err);
   }
   if (st != RS_OK) rsi_guard_fail(plan, st);
+  return st;
+}
+
+rs_status rsi_guard_refuse(rs_plan *plan, rsi_err *err) {
+  rs_context *ctx = plan->ctx;
+  rsi_err refusal = *err;
+  ctx->culprit = ctx->cause_rank = -1;
+  if (find_peers(plan, err) != RS_OK) *err = refusal; /* then none is told */
+  if (plan->agreed) {
+    RSI_FAIL(err, refusal.status,
+             "%s; this rank gave up the execution and told the plan's "
+             "peers: the context is done, destroy it",
+             refusal.msg);
+    rsi_guard_fail(plan, refusal.status);
+    return refusal.status;
+  }
+  bool exchanged = false;
+  rs_status st = agree(plan, &refusal, &exchanged, err);
+  if (exchanged) return st;
+  /* The agreement itself failed: that failure stands (and the context is
+   * done), with the refusal that came first. */
+  RSI_FAIL(err, st, "%s (this rank had refused the execution: %s)",
+           err->msg, refusal.msg);
+  rsi_guard_fail(plan, st);
   return st;
 }
 

@@ -8,7 +8,10 @@
  * - Agreement, before a plan's first execution: every rank compares the
  *   hashes of the plan inputs with every other; the plan becomes the n-th
  *   plan agreed on its context (its serial). Plans with identical inputs
- *   are told apart by the order in which they were agreed.
+ *   are told apart by the order in which they were agreed. A rank whose
+ *   own checks refused the execution (a buffer not bound, no memory for
+ *   staging) still takes part and says so in its record, with its status
+ *   and message: every rank fails at once, naming it, and nothing moved.
  * - Hello, before every execution: a rank tells each peer of the plan
  *   (plan fingerprint, serial, epoch = how many executions of this plan it
  *   has started) and sends no data until it has the same words from that
@@ -54,8 +57,10 @@ void rsi_pause(void); /* a short sleep between looks (20 us) */
 rs_status rsi_guard_check(rs_plan *plan, int me, int group, int64_t since,
                           bool *done, rsi_err *err);
 
-/* An exchange of records with a set of ranks, in flight. */
-#define RSI_RECORD_WORDS 9
+/* An exchange of records with a set of ranks, in flight. A record holds
+ * at most RSI_RECORD_WORDS words (the agreement's, with room for a
+ * refusal's message). */
+#define RSI_RECORD_WORDS 41
 typedef struct rsi_exchange {
   uint64_t tag;
   int words, n;
@@ -75,6 +80,15 @@ void rsi_exchange_free(rsi_exchange *x);
  * On failure the context is failed unless the ranks simply disagree on the
  * plan inputs (RS_ERR_MISMATCH in the agreement). */
 rs_status rsi_guard_prepare(rs_plan *plan, rsi_err *err);
+
+/* The checks of this rank refused an execution between processes (the
+ * status and message recorded in err): take part all the same so that no
+ * rank waits for this one. Before the plan's first execution the refusal
+ * travels in the agreement (every rank fails at once; the contexts stay
+ * usable; this rank returns its own status and message). Past it, this
+ * rank gives up as after a failure (rsi_guard_fail: its peers hear so at
+ * once, and the context is done). Returns the status to report. */
+rs_status rsi_guard_refuse(rs_plan *plan, rsi_err *err);
 
 /* The hello (done = false) or the done record (done = true): start it, then
  * look until *finished; a peer on another plan or generation is

@@ -550,8 +550,8 @@ static void case_allgather_rejects_foreign_shard(hcase *c) {
       h_ok(c, rs_layout_add_shard(l, "t", other, (int64_t[]){other, 0},
                                   (int64_t[]){1, 4}, 0, 0, NULL),
            ctx, "foreign shard")) {
-    /* Every rank holds a foreign shard, so every rank fails before any
-     * communication. */
+    /* Every rank holds a foreign shard, so every rank refuses (and says
+     * so to the others) and returns its own status. */
     rs_status st = rs_layout_allgather(l);
     if (h_status(c, st, RS_ERR_INVALID_ARGUMENT, ctx,
                  "allgather with a shard of another rank")) {

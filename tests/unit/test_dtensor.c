@@ -391,3 +391,56 @@ Test(dtensor_box, failure_zeroes_the_out_arrays) {
     cr_assert_eq(ext[d], 0, "extent[%d] = %lld", d, (long long)ext[d]);
   }
 }
+
+/* Every refusal, whichever check makes it (a NULL input, a bad mesh, a
+ * shape, a placement or a coordinate found wrong after earlier axes were
+ * worked out), leaves both out arrays zero. */
+Test(dtensor_box, every_refusal_zeroes_the_out_arrays) {
+  static const int64_t shape[2] = {5, 7}, mesh[2] = {2, 3};
+  static const int64_t bad_shape[2] = {5, 0}, bad_mesh[2] = {2, 0};
+  static const int place[2] = {0, 1}, bad_place[2] = {0, 5};
+  static const int64_t coord[2] = {0, 1}, far_coord[2] = {0, 3};
+  struct {
+    const char *what;
+    const int64_t *shape, *mesh;
+    int mesh_ndim;
+    const int *place;
+    const int64_t *coord;
+    rs_status want;
+  } cases[] = {
+      {"NULL shape", NULL, mesh, 2, place, coord, RS_ERR_NULL_POINTER},
+      {"NULL mesh shape", shape, NULL, 2, place, coord, RS_ERR_NULL_POINTER},
+      {"NULL placements", shape, mesh, 2, NULL, coord, RS_ERR_NULL_POINTER},
+      {"NULL coordinate", shape, mesh, 2, place, NULL, RS_ERR_NULL_POINTER},
+      {"mesh of 0 axes", shape, mesh, 0, place, coord,
+       RS_ERR_INVALID_ARGUMENT},
+      {"size 0 in dim 1", bad_shape, mesh, 2, place, coord, RS_ERR_BAD_SHAPE},
+      {"mesh axis 1 of size 0", shape, bad_mesh, 2, place, coord,
+       RS_ERR_INVALID_ARGUMENT},
+      {"placement 5 on axis 1", shape, mesh, 2, bad_place, coord,
+       RS_ERR_INVALID_ARGUMENT},
+      {"coordinate 3 on axis 1", shape, mesh, 2, place, far_coord,
+       RS_ERR_INVALID_ARGUMENT},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int64_t off[2] = {-7, -7}, ext[2] = {-7, -7};
+    rs_status st = rs_dtensor_local_box(2, cases[i].shape, cases[i].mesh_ndim,
+                                        cases[i].mesh, cases[i].place,
+                                        cases[i].coord, off, ext);
+    cr_assert_eq(st, cases[i].want, "%s: %s", cases[i].what,
+                 rs_status_name(st));
+    for (int d = 0; d < 2; d++) {
+      cr_assert_eq(off[d], 0, "%s: offset[%d] = %lld", cases[i].what, d,
+                   (long long)off[d]);
+      cr_assert_eq(ext[d], 0, "%s: extent[%d] = %lld", cases[i].what, d,
+                   (long long)ext[d]);
+    }
+  }
+  /* One out array missing: the other is still zeroed. */
+  int64_t off[2] = {-7, -7};
+  cr_assert_eq(rs_dtensor_local_box(2, shape, 2, mesh, place, coord, off,
+                                    NULL),
+               RS_ERR_NULL_POINTER);
+  cr_assert(off[0] == 0 && off[1] == 0, "offset {%lld, %lld}",
+            (long long)off[0], (long long)off[1]);
+}

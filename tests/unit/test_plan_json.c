@@ -1,0 +1,124 @@
+/* rs_plan_to_json parsed with json-c: only ranks that take part have an
+ * entry in "ranks", "idle_ranks" counts the others, so a plan over a huge
+ * world with a few active ranks is small JSON. */
+#include <criterion/criterion.h>
+#include <json-c/json.h>
+
+#include <reshard/reshard.h>
+
+#include "rt_util.h"
+
+/* A plan of one u8[64] tensor over `world` ranks: the source on each of
+ * src_ranks (whole: replicas), the destination on dst_rank. */
+static rs_plan *one_tensor_plan(int world, const int *src_ranks, int nsrc,
+                                int dst_rank, rs_context **ctx) {
+  rs_layout *src = NULL, *dst = NULL;
+  rs_plan *plan = NULL;
+  cr_assert_eq(rs_context_create_local(world, ctx), RS_OK, "%s",
+               rs_last_error());
+  cr_assert_eq(rs_layout_create(*ctx, &src), RS_OK);
+  cr_assert_eq(rs_layout_create(*ctx, &dst), RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(src, "w", RS_DTYPE_U8, 1, I64(64)), RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(dst, "w", RS_DTYPE_U8, 1, I64(64)), RS_OK);
+  for (int i = 0; i < nsrc; i++)
+    cr_assert_eq(rs_layout_add_shard(src, "w", src_ranks[i], I64(0), I64(64),
+                                     0, 0, NULL),
+                 RS_OK);
+  cr_assert_eq(rs_layout_add_shard(dst, "w", dst_rank, I64(0), I64(64), 0, 0,
+                                   NULL),
+               RS_OK);
+  cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK, "%s",
+               rs_context_last_error(*ctx));
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  return plan;
+}
+
+/* The plan's JSON, parsed strictly; *len gets its length. */
+static json_object *parsed_json(const rs_plan *plan, size_t *len) {
+  char *text = NULL;
+  cr_assert_eq(rs_plan_to_json(plan, &text, len), RS_OK);
+  json_tokener *tok = json_tokener_new();
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+  json_object *root = json_tokener_parse_ex(tok, text, (int)*len);
+  cr_assert_not_null(root, "invalid JSON (%s): %.400s",
+                     json_tokener_error_desc(json_tokener_get_error(tok)),
+                     text);
+  json_tokener_free(tok);
+  rs_free(text);
+  return root;
+}
+
+static json_object *member(json_object *o, const char *key) {
+  json_object *v = NULL;
+  cr_assert(json_object_object_get_ex(o, key, &v), "no \"%s\"", key);
+  return v;
+}
+
+/* The ranks listed in "ranks", in order, into got (cap entries). */
+static int listed_ranks(json_object *root, int *got, int cap) {
+  json_object *ranks = member(root, "ranks");
+  cr_assert(json_object_is_type(ranks, json_type_array));
+  int n = (int)json_object_array_length(ranks);
+  cr_assert_leq(n, cap);
+  for (int i = 0; i < n; i++)
+    got[i] = json_object_get_int(
+        member(json_object_array_get_idx(ranks, (size_t)i), "rank"));
+  return n;
+}
+
+Test(plan_json, huge_world_with_few_active_ranks_is_small) {
+  const int world = 1 << 20, last = world - 1;
+  rs_context *ctx = NULL;
+  rs_plan *plan = one_tensor_plan(world, INTS(3), 1, last, &ctx);
+  size_t len = 0;
+  json_object *root = parsed_json(plan, &len);
+  cr_assert_lt(len, 4096, "%zu bytes of JSON for 2 active ranks of %d", len,
+               world);
+  cr_assert_eq(json_object_get_int(member(root, "world_size")), world);
+  cr_assert_eq(json_object_get_int(member(root, "idle_ranks")), world - 2);
+  int got[4];
+  int n = listed_ranks(root, got, 4);
+  cr_assert_eq(n, 2);
+  cr_assert(got[0] == 3 && got[1] == last, "ranks %d, %d", got[0], got[1]);
+  json_object *r3 = json_object_array_get_idx(member(root, "ranks"), 0);
+  cr_assert_eq(json_object_get_int64(member(r3, "bytes_sent_inter")), 64);
+  cr_assert_eq(json_object_get_int(member(r3, "domain")), 3);
+  cr_assert_eq(json_object_array_length(member(root, "moves")), 1);
+  json_object_put(root);
+  rs_plan_destroy(plan);
+  rs_context_destroy(ctx);
+}
+
+Test(plan_json, every_rank_listed_when_all_take_part) {
+  rs_context *ctx = NULL;
+  rs_plan *plan = one_tensor_plan(2, INTS(0), 1, 1, &ctx);
+  size_t len = 0;
+  json_object *root = parsed_json(plan, &len);
+  cr_assert_eq(json_object_get_int(member(root, "idle_ranks")), 0);
+  int got[2];
+  cr_assert_eq(listed_ranks(root, got, 2), 2);
+  cr_assert(got[0] == 0 && got[1] == 1);
+  json_object_put(root);
+  rs_plan_destroy(plan);
+  rs_context_destroy(ctx);
+}
+
+/* A replica the plan does not read is idle: counted, not listed. */
+Test(plan_json, unread_replica_is_counted_idle) {
+  rs_context *ctx = NULL;
+  rs_plan *plan = one_tensor_plan(4, INTS(0, 1), 2, 2, &ctx);
+  int from = -1;
+  cr_assert_eq(rs_plan_move_info(plan, 0, NULL, &from, NULL, NULL, NULL, NULL),
+               RS_OK);
+  size_t len = 0;
+  json_object *root = parsed_json(plan, &len);
+  cr_assert_eq(json_object_get_int(member(root, "idle_ranks")), 2);
+  int got[4];
+  cr_assert_eq(listed_ranks(root, got, 4), 2);
+  cr_assert(got[0] == from && got[1] == 2, "ranks %d, %d (reads rank %d)",
+            got[0], got[1], from);
+  json_object_put(root);
+  rs_plan_destroy(plan);
+  rs_context_destroy(ctx);
+}
