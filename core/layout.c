@@ -178,8 +178,67 @@ rs_status rsi_layout_add_tensor(rs_layout *layout, const char *name,
   t->ndim = ndim;
   t->esize = (int)esize;
   memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  t->scales = t->values = -1;
   index_place(layout, layout->ntensors);
   layout->ntensors++;
+  return RS_OK;
+}
+
+/* ---- block scales ----------------------------------------------------------- */
+
+void rsi_block_scales_shape(const rsi_tensor *values, int64_t b0, int64_t b1,
+                            int64_t *shape) {
+  int nd = values->ndim;
+  memcpy(shape, values->shape, (size_t)nd * sizeof *shape);
+  shape[nd - 1] = (values->shape[nd - 1] + b1 - 1) / b1;
+  if (nd > 1) shape[nd - 2] = (values->shape[nd - 2] + b0 - 1) / b0;
+}
+
+rs_status rsi_layout_set_block_scales(rs_layout *layout, int values,
+                                      int scales, int64_t block_rows,
+                                      int64_t block_cols, rs_scale_rule rule) {
+  rsi_err *err = layout->ctx->err;
+  rsi_tensor *v = &layout->tensors[values], *s = &layout->tensors[scales];
+  if (rule != RS_SCALE_AMAX && rule != RS_SCALE_UE8M0)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "tensor '%s': unknown scale rule %d", v->name, (int)rule);
+  if (block_rows < 1 || block_cols < 1 || (v->ndim == 1 && block_rows != 1))
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "tensor '%s': blocks of %lld x %lld elements; both must "
+                    "be at least 1 (block_rows 1 for a 1-D tensor)",
+                    v->name, (long long)block_rows, (long long)block_cols);
+  if (values == scales || v->dtype != RS_DTYPE_F8_E4M3 ||
+      s->dtype != RS_DTYPE_F32)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "tensor '%s' (%s) with scales '%s' (%s): the values must "
+                    "be f8_e4m3 and the scales f32, two tensors",
+                    v->name, rsi_dtype_name(v->dtype), s->name,
+                    rsi_dtype_name(s->dtype));
+  int64_t want[RSI_MAX_DIMS];
+  rsi_block_scales_shape(v, block_rows, block_cols, want);
+  bool same = s->ndim == v->ndim;
+  for (int d = 0; same && d < v->ndim; d++) same = s->shape[d] == want[d];
+  if (!same)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "scales '%s' of tensor '%s': with blocks of %lld x %lld "
+                    "they need the values' shape with the last two dims "
+                    "divided by the block, rounded up",
+                    s->name, v->name, (long long)block_rows,
+                    (long long)block_cols);
+  bool again = v->scales == scales && s->values == values &&
+               v->block[0] == block_rows && v->block[1] == block_cols &&
+               v->scale_rule == rule;
+  if (again) return RS_OK;
+  if (v->scales >= 0 || v->values >= 0 || s->scales >= 0 || s->values >= 0)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "tensor '%s' or '%s' already takes part in another block "
+                    "scale declaration",
+                    v->name, s->name);
+  v->scales = scales;
+  s->values = values;
+  v->block[0] = block_rows;
+  v->block[1] = block_cols;
+  v->scale_rule = rule;
   return RS_OK;
 }
 
@@ -194,6 +253,11 @@ void rsi_layout_roll_back(rs_layout *layout, const rsi_layout_mark *mark) {
   while (layout->ntensors > mark->ntensors) {
     index_remove_last(layout);
     free(layout->tensors[--layout->ntensors].name);
+  }
+  for (int t = 0; t < layout->ntensors; t++) {
+    rsi_tensor *x = &layout->tensors[t];
+    if (x->scales >= layout->ntensors) x->scales = -1;
+    if (x->values >= layout->ntensors) x->values = -1;
   }
 }
 

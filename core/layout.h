@@ -19,6 +19,12 @@ typedef struct rsi_tensor {
   int ndim;
   int esize;
   int64_t shape[RSI_MAX_DIMS];
+  /* Block-scaled fp8 (rs_layout_set_block_scales): on the values, the
+   * index of their scale tensor, the block and the rule; on the scale
+   * tensor, the index of its values. -1: none. */
+  int32_t scales, values;
+  int64_t block[2];
+  rs_scale_rule scale_rule;
 } rsi_tensor;
 
 /* One box of one tensor held by one rank. Its geometry lives in the
@@ -96,6 +102,15 @@ rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
                                  int mesh_ndim, const int64_t *mesh_shape,
                                  const int *mesh_ranks, const int *placements,
                                  int buffer, int64_t byte_offset);
+
+/* rs_layout_set_block_scales, on tensor indices. */
+rs_status rsi_layout_set_block_scales(rs_layout *layout, int values,
+                                      int scales, int64_t block_rows,
+                                      int64_t block_cols, rs_scale_rule rule);
+
+/* The shape a scale tensor of `values` has with blocks of b0 x b1. */
+void rsi_block_scales_shape(const rsi_tensor *values, int64_t b0, int64_t b1,
+                            int64_t *shape);
 
 /* How much a layout holds, to take back what was added after it. */
 typedef struct rsi_layout_mark {

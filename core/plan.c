@@ -13,10 +13,17 @@
  *
  * Destination groups are visited per domain. A region several ranks of one
  * domain need is a "fragment": it is cut into pieces, one per source group
- * covering it, and each piece crosses into the domain once (to the needer
- * with the least inter-domain receive load so far), which then forwards it to
- * the other needers over the domain's fabric. A piece whose source has a
- * replica inside the domain never crosses at all. The sender into a domain
+ * covering it, locality first: the groups a needer of the fragment holds
+ * itself take their part first, then the groups with a replica inside the
+ * domain, then the rest, so a piece comes from outside the domain only
+ * where no rank inside holds any of it. A piece with a replica inside the
+ * domain never crosses: a needer holding it copies it locally (or, where
+ * source groups overlap, the parts it holds), the others get it from the
+ * replicas, or, when they outnumber the replicas, from one of them that
+ * forwards it in the same round. Any other piece crosses into the domain
+ * once (to the needer with the least inter-domain receive load so far),
+ * which then forwards it to the other needers over the domain's fabric.
+ * The sender into a domain
  * is the least loaded (bytes sent across domains so far) of the source
  * replicas and of the ranks of earlier domains that already hold the whole
  * piece in their destination memory: a destination domain relays to the
@@ -72,7 +79,15 @@ typedef struct piece_slot {
   int64_t group, box, first; /* box: planner->keys_pool; first holder */
 } piece_slot;
 
-#define RELAY_DEPTH 3
+typedef struct key_value {
+  int64_t v, i;
+} key_value;
+
+/* Domains relay to domains in chains at most this long: deep enough that
+ * a source shard needed by many domains is forwarded by them rather than
+ * sent again by its source (16 replicas over domains of 8: the busiest
+ * rank sends 2x its shard at 7, 2.4x at 3), each link one round later. */
+#define RELAY_DEPTH 7
 
 /* The memory a plan may take while it is made and scheduled: what the
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
@@ -101,6 +116,19 @@ typedef struct planner {
   rsi_box_tree ntree; /* the fragment's needers, when indexed */
   int64_t *near;      /* the needers a piece meets */
   int64_t cap_near;
+  int64_t *far;       /* of those, the ones another rank serves */
+  int64_t cap_far;
+  int64_t *own;       /* source groups a needer holds part of a piece in */
+  int64_t cap_own;
+  rsi_pool own_work;  /* carving a needer's own parts */
+  key_value *ranked;  /* candidate source groups by locality */
+  int64_t *rank_mark; /* per rank: == mark when it needs the fragment */
+  int64_t mark;
+  /* the destination shards of the current tensor's scale tensor, by rank
+   * (block-scaled values only) */
+  int64_t *scale_ids;
+  int64_t nscale_ids;
+  const int64_t *dfirst, *dids; /* destination shards by tensor */
   bool indexed;
   rsi_pool frags; /* fragments: offset[ndim], extent[ndim] each */
   rsi_pool cut;   /* carving a domain: boxes taken away */
@@ -200,10 +228,30 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
 
 /* ---- moves ------------------------------------------------------------ */
 
-static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
-                           int src_kind, int64_t src_index, int src_rank,
-                           int dst_kind, int64_t dst_index, int dst_rank,
-                           int stage, int forwarded) {
+/* The element type at one end of a move of tensor t. */
+static rs_dtype end_dtype(const planner *p, int t, int kind, int64_t index) {
+  if (kind == RSI_EP_RELAY) return (rs_dtype)p->plan->relays[index].dtype;
+  return kind == RSI_EP_SRC ? p->plan->conv[t].src_dtype
+                            : p->plan->conv[t].dst_dtype;
+}
+
+/* What travels between two ends: fp8 values are quantized by the sender
+ * (the planner sends them from whole blocks only), any other change of
+ * dtype happens on the side that leaves the fewer bytes on the wire. */
+static rs_dtype wire_dtype(rs_dtype from, rs_dtype to) {
+  if (to == RS_DTYPE_F8_E4M3) return to;
+  return rsi_dtype_size(to) <= rsi_dtype_size(from) ? to : from;
+}
+
+static rs_status add_scale_moves(planner *p, const rsi_move *values);
+
+/* A move of tensor t; for block-scaled values landing in a destination
+ * shard, the moves of their scales follow it. */
+static rs_status push_move_of(planner *p, int t, const int64_t *off,
+                              const int64_t *ext, int src_kind,
+                              int64_t src_index, int src_rank, int dst_kind,
+                              int64_t dst_index, int dst_rank, int stage,
+                              int forwarded, bool computes_scales) {
   rs_plan *plan = p->plan;
   if (moves_left(p) < 1) return too_many_moves(p, "");
   p->spent += move_cost(p->ndim);
@@ -215,11 +263,19 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
   memcpy(plan->boxes.v + at + p->ndim, ext, (size_t)p->ndim * sizeof *ext);
   int64_t vol;
   rsi_box_volume(p->ndim, ext, &vol); /* within a checked shard */
+  /* scales computed from values read them in the values' dtype */
+  rs_dtype from = computes_scales ? plan->conv[plan->conv[t].values].src_dtype
+                                  : end_dtype(p, t, src_kind, src_index);
+  rs_dtype to = end_dtype(p, t, dst_kind, dst_index);
+  if (computes_scales && src_kind == RSI_EP_RELAY)
+    from = (rs_dtype)plan->relays[src_index].dtype;
+  rs_dtype wire = computes_scales ? to
+                  : src_rank == dst_rank ? to : wire_dtype(from, to);
   rsi_move *m = &plan->moves[plan->nmoves++];
   memset(m, 0, sizeof *m);
   m->box = at;
-  m->bytes = vol * p->esize;
-  m->tensor = p->tensor;
+  m->bytes = vol * (int64_t)rsi_dtype_size(wire);
+  m->tensor = t;
   m->src_kind = (uint8_t)src_kind;
   m->src_index = (int32_t)src_index;
   m->src_rank = src_rank;
@@ -228,8 +284,13 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
   m->dst_rank = dst_rank;
   m->stage = (uint8_t)stage;
   m->forwarded = (uint8_t)forwarded;
-  m->contiguous = (uint8_t)(rsi_move_contiguous(plan, m, true) |
-                            rsi_move_contiguous(plan, m, false) << 1);
+  m->src_dtype = (uint8_t)from;
+  m->wire_dtype = (uint8_t)wire;
+  m->dst_dtype = (uint8_t)to;
+  m->computes_scales = computes_scales;
+  if (from == to && !computes_scales)
+    m->contiguous = (uint8_t)(rsi_move_contiguous(plan, m, true) |
+                              rsi_move_contiguous(plan, m, false) << 1);
   if (src_rank == dst_rank)
     m->route = RS_ROUTE_LOCAL;
   else if (plan->domain_of[src_rank] == plan->domain_of[dst_rank])
@@ -240,6 +301,88 @@ static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
   if (m->route == RS_ROUTE_INTER) {
     p->send_inter_load[src_rank] += m->bytes;
     p->recv_inter_load[dst_rank] += m->bytes;
+  }
+  if (dst_kind == RSI_EP_DST && plan->conv[t].scales >= 0)
+    return add_scale_moves(p, m);
+  return RS_OK;
+}
+
+static rs_status push_move(planner *p, const int64_t *off, const int64_t *ext,
+                           int src_kind, int64_t src_index, int src_rank,
+                           int dst_kind, int64_t dst_index, int dst_rank,
+                           int stage, int forwarded) {
+  return push_move_of(p, p->tensor, off, ext, src_kind, src_index, src_rank,
+                      dst_kind, dst_index, dst_rank, stage, forwarded, false);
+}
+
+/* The block size of dim d of a block-scaled tensor of ndim dims. */
+static int64_t block_size(const rsi_conversion *cv, int ndim, int d) {
+  if (d == ndim - 1) return cv->b1;
+  return d == ndim - 2 ? cv->b0 : 1;
+}
+
+/* Scale-tensor shards of `rank`: p->scale_ids[*lo .. *hi). */
+static void scale_shards_of(const planner *p, int rank, int64_t *lo,
+                            int64_t *hi) {
+  const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
+  int64_t a = 0, b = p->nscale_ids;
+  while (a < b) {
+    int64_t mid = a + (b - a) / 2;
+    if (dst->shards[p->scale_ids[mid]].rank < rank) a = mid + 1;
+    else b = mid;
+  }
+  *lo = a;
+  while (a < p->nscale_ids && dst->shards[p->scale_ids[a]].rank == rank) a++;
+  *hi = a;
+}
+
+/* The scales of the blocks whose first element a values move carries, into
+ * every scale shard of its receiver that holds them: computed from the
+ * values where the move reads them in the source dtype (a source shard or
+ * a relay slot, holding the whole blocks), else copied from the sender's
+ * own scale shards (it holds the values of those blocks in fp8, so their
+ * scales too). */
+static rs_status add_scale_moves(planner *p, const rsi_move *values) {
+  const rsi_move v = *values; /* pushes move the array */
+  const rs_plan *plan = p->plan;
+  const rsi_conversion *cv = &plan->conv[v.tensor];
+  const rsi_side *dst = &plan->side[RS_SIDE_DST];
+  int nd = p->ndim;
+  const int64_t *off = plan->boxes.v + v.box, *ext = off + nd;
+  int64_t bo[RSI_MAX_DIMS], be[RSI_MAX_DIMS];
+  for (int d = 0; d < nd; d++) {
+    int64_t bs = block_size(cv, nd, d);
+    int64_t first = (off[d] + bs - 1) / bs, last = (off[d] + ext[d] - 1) / bs;
+    if (last < first) return RS_OK; /* no block starts in it */
+    bo[d] = first;
+    be[d] = last - first + 1;
+  }
+  bool computed = v.src_kind != RSI_EP_DST;
+  int64_t lo, hi, slo = 0, shi = 0;
+  scale_shards_of(p, v.dst_rank, &lo, &hi);
+  if (!computed) scale_shards_of(p, v.src_rank, &slo, &shi);
+  for (int64_t i = lo; i < hi; i++) {
+    const rsi_shard *e = &dst->shards[p->scale_ids[i]];
+    int64_t xo[RSI_MAX_DIMS], xe[RSI_MAX_DIMS];
+    if (!rsi_box_intersect(nd, bo, be, rsi_shard_offset(&dst->pool, e),
+                           rsi_shard_extent(&dst->pool, e, nd), xo, xe))
+      continue;
+    if (computed) {
+      RSI_TRY(push_move_of(p, cv->scales, xo, xe, v.src_kind, v.src_index,
+                           v.src_rank, RSI_EP_DST, p->scale_ids[i],
+                           v.dst_rank, v.stage, v.forwarded, true));
+      continue;
+    }
+    for (int64_t j = slo; j < shi; j++) {
+      const rsi_shard *f = &dst->shards[p->scale_ids[j]];
+      int64_t yo[RSI_MAX_DIMS], ye[RSI_MAX_DIMS];
+      if (rsi_box_intersect(nd, xo, xe, rsi_shard_offset(&dst->pool, f),
+                            rsi_shard_extent(&dst->pool, f, nd), yo, ye))
+        RSI_TRY(push_move_of(p, cv->scales, yo, ye, RSI_EP_DST,
+                             p->scale_ids[j], v.src_rank, RSI_EP_DST,
+                             p->scale_ids[i], v.dst_rank, v.stage,
+                             v.forwarded, false));
+    }
   }
   return RS_OK;
 }
@@ -353,7 +496,8 @@ static rs_status needers_hold(planner *p, int64_t gi, const int64_t *off,
 }
 
 static rs_status push_relay(planner *p, int rank, const int64_t *off,
-                            const int64_t *ext, int64_t *index) {
+                            const int64_t *ext, rs_dtype dtype,
+                            int64_t *index) {
   rs_plan *plan = p->plan;
   if (PLAN_BYTES - p->spent < relay_cost(p->ndim))
     return too_many_moves(p, " and relay slots");
@@ -369,7 +513,97 @@ static rs_status push_relay(planner *p, int rank, const int64_t *off,
   r->round = -1;
   r->box = at;
   r->staging_offset = -1;
+  r->tensor = p->tensor;
+  r->dtype = (uint8_t)dtype;
+  rsi_box_volume(p->ndim, ext, &r->bytes);
+  r->bytes *= (int64_t)rsi_dtype_size(dtype);
   *index = plan->nrelays++;
+  return RS_OK;
+}
+
+/* ---- replicas and carving ------------------------------------------------ */
+
+/* Rank's holder of source group g (the group's box is in its own source
+ * memory), or NULL. */
+static const sort_key *held_by(const planner *p, const group *g, int rank) {
+  const sort_key *h = p->skeys + g->first;
+  for (int64_t i = 0; i < g->n; i++)
+    if (h[i].rank == rank) return &h[i];
+  return NULL;
+}
+
+/* The replica of g inside `domain` that has sent the fewest bytes so far,
+ * or NULL. */
+static const sort_key *least_loaded_inside(const planner *p, const group *g,
+                                           int domain) {
+  const sort_key *h = p->skeys + g->first, *best = NULL;
+  for (int64_t i = 0; i < g->n; i++)
+    if (h[i].domain == domain &&
+        (!best || p->send_load[h[i].rank] < p->send_load[best->rank]))
+      best = &h[i];
+  return best;
+}
+
+typedef rs_status (*carve_fn)(planner *p, const group *g, const int64_t *off,
+                              const int64_t *ext, void *ctx);
+
+/* The whole scale blocks inside group g's box, into (off, ext); false
+ * when there is none. */
+static bool whole_blocks_of(const planner *p, const group *g, int64_t *off,
+                            int64_t *ext) {
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  const int64_t *shape = p->plan->tensors[p->tensor].shape;
+  for (int d = 0; d < p->ndim; d++) {
+    int64_t bs = block_size(cv, p->ndim, d), end = g->off[d] + g->ext[d];
+    int64_t lo = (g->off[d] + bs - 1) / bs * bs;
+    int64_t hi = end == shape[d] ? end : end / bs * bs;
+    if (hi <= lo) return false;
+    off[d] = lo;
+    ext[d] = hi - lo;
+  }
+  return true;
+}
+
+/* Carve the boxes in w (offset, extent each) by source groups ids[0..n),
+ * in that order: each group takes what the earlier ones left of it (`take`
+ * is called with each such part); what no group covers is left in w. With
+ * whole_blocks, a group offers only the whole scale blocks it holds. */
+static rs_status carve_by_groups(planner *p, rsi_pool *w, const int64_t *ids,
+                                 int64_t n, bool whole_blocks, carve_fn take,
+                                 void *ctx) {
+  int nd = p->ndim;
+  int64_t po[RSI_MAX_DIMS], pe[RSI_MAX_DIMS];
+  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
+  for (int64_t c = 0; c < n && w->n > 0; c++) {
+    const group *full = &p->sgroups[ids[c]];
+    group part = *full;
+    int64_t bo[RSI_MAX_DIMS], be[RSI_MAX_DIMS];
+    if (whole_blocks) {
+      if (!whole_blocks_of(p, full, bo, be)) continue;
+      part.off = bo;
+      part.ext = be;
+    }
+    const group *g = &part;
+    int64_t left = w->n / (2 * nd);
+    for (int64_t r = 0; r < left; r++) {
+      /* the first `left` boxes are the ones to cut; cuts append */
+      int64_t rb[2 * RSI_MAX_DIMS]; /* a copy: pushes may move the pool */
+      memcpy(rb, w->v + r * 2 * nd, (size_t)(2 * nd) * sizeof *rb);
+      if (!rsi_box_intersect(nd, rb, rb + nd, g->off, g->ext, po, pe)) {
+        if (rsi_pool_push(w, rb, 2 * nd, p->err) < 0) return RS_ERR_NO_MEMORY;
+        continue;
+      }
+      RSI_TRY(take(p, full, po, pe, ctx));
+      int k = rsi_box_subtract(nd, rb, rb + nd, g->off, g->ext, fo, fe);
+      for (int f = 0; f < k; f++)
+        if (rsi_pool_push(w, fo + f * nd, nd, p->err) < 0 ||
+            rsi_pool_push(w, fe + f * nd, nd, p->err) < 0)
+          return RS_ERR_NO_MEMORY;
+    }
+    memmove(w->v, w->v + left * 2 * nd,
+            (size_t)(w->n - left * 2 * nd) * sizeof *w->v);
+    w->n -= left * 2 * nd;
+  }
   return RS_OK;
 }
 
@@ -388,6 +622,8 @@ static const int64_t *needer_box(const void *needers, int64_t i) {
 static rs_status index_needers(planner *p, int64_t nneed) {
   RSI_TRY(rsi_grow((void **)&p->near, &p->cap_near, nneed, sizeof *p->near,
                    64, p->err));
+  RSI_TRY(rsi_grow((void **)&p->far, &p->cap_far, nneed, sizeof *p->far, 64,
+                   p->err));
   p->indexed = nneed > NEEDER_SCAN;
   if (!p->indexed) return RS_OK;
   return rsi_box_tree_build(&p->ntree, p->ndim, nneed, needer_box, p->needers,
@@ -410,6 +646,127 @@ static int64_t near_needers(planner *p, const int64_t *off, const int64_t *ext,
   return n;
 }
 
+/* A part of a piece that needer `ctx` holds in a source shard of its own:
+ * a local copy. */
+static rs_status copy_own_part(planner *p, const group *g, const int64_t *off,
+                               const int64_t *ext, void *ctx) {
+  const needer *n = ctx;
+  RSI_TRY(push_move(p, off, ext, RSI_EP_SRC, held_by(p, g, n->rank)->index,
+                    n->rank, RSI_EP_DST, n->shard, n->rank, 0, 0));
+  return end_unit(p);
+}
+
+/* Needer n wants (off, ext) of a piece of group g, which it does not hold.
+ * Where source groups overlap it may still hold parts of it in other
+ * shards of its own: those are copied locally and only the rest comes from
+ * g's least loaded replica in the domain (*done). Nothing is done when it
+ * holds no part of it. */
+static rs_status serve_own_parts(planner *p, const needer *n, const group *g,
+                                 int domain, const int64_t *off,
+                                 const int64_t *ext, bool *done) {
+  int nd = p->ndim;
+  *done = false;
+  RSI_TRY(rsi_grow((void **)&p->own, &p->cap_own, p->nsg, sizeof *p->own, 64,
+                   p->err));
+  int64_t found = rsi_box_tree_query(&p->stree, off, ext, -1, p->own, p->nsg);
+  int64_t mine = 0;
+  for (int64_t i = 0; i < found; i++)
+    if (held_by(p, &p->sgroups[p->own[i]], n->rank)) p->own[mine++] = p->own[i];
+  if (mine == 0) return RS_OK;
+  *done = true;
+  qsort(p->own, (size_t)mine, sizeof *p->own, cmp_int64);
+  rsi_pool *w = &p->own_work;
+  w->n = 0;
+  if (rsi_pool_push(w, off, nd, p->err) < 0 ||
+      rsi_pool_push(w, ext, nd, p->err) < 0)
+    return RS_ERR_NO_MEMORY;
+  RSI_TRY(carve_by_groups(p, w, p->own, mine, false, copy_own_part,
+                          (void *)n));
+  for (int64_t r = 0; r < w->n; r += 2 * nd) {
+    int64_t rb[2 * RSI_MAX_DIMS];
+    memcpy(rb, w->v + r, (size_t)(2 * nd) * sizeof *rb);
+    const sort_key *src = least_loaded_inside(p, g, domain);
+    RSI_TRY(push_move(p, rb, rb + nd, RSI_EP_SRC, src->index, src->rank,
+                      RSI_EP_DST, n->shard, n->rank, 0, 0));
+    RSI_TRY(end_unit(p));
+  }
+  return RS_OK;
+}
+
+/* Deliver a piece of group g, which has replicas inside the domain, to the
+ * needers p->near[0..nnear): locality first. A needer that holds g copies
+ * it locally. The others get it from the replicas inside the domain:
+ * directly while there are at least as many replicas as receivers; past
+ * that (or when the sender converts it: once is enough), one receiver that
+ * wants all of it gets it and forwards it to the rest in the same round,
+ * so no replica sends a copy per receiver. */
+static rs_status deliver_inside(planner *p, const int64_t *off,
+                                const int64_t *ext, const group *g,
+                                int domain, int64_t nnear) {
+  int nd = p->ndim;
+  int64_t gi = g - p->sgroups, so[RSI_MAX_DIMS], se[RSI_MAX_DIMS];
+  int64_t nfar = 0, replicas = 0;
+  for (int64_t h = 0; h < g->n; h++)
+    replicas += p->skeys[g->first + h].domain == domain;
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
+    if (!rsi_box_intersect(nd, off, ext, n->off, n->ext, so, se)) continue;
+    const sort_key *mine = held_by(p, g, n->rank);
+    if (!mine) {
+      bool done = false;
+      if (!p->src_disjoint && p->plan->conv[p->tensor].scales < 0)
+        RSI_TRY(serve_own_parts(p, n, g, domain, so, se, &done));
+      if (!done) p->far[nfar++] = p->near[i];
+      continue;
+    }
+    RSI_TRY(push_move(p, so, se, RSI_EP_SRC, mine->index, n->rank, RSI_EP_DST,
+                      n->shard, n->rank, 0, 0));
+    RSI_TRY(end_unit(p));
+    if (rsi_box_contains(nd, n->off, n->ext, off, ext))
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->nunits - 1, 0));
+  }
+  /* A piece the sender converts is converted once in the domain: one
+   * receiver forwards the result to the others. */
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  bool converts = wire_dtype(cv->src_dtype, cv->dst_dtype) != cv->src_dtype;
+  bool fan_out = nfar > replicas || (converts && nfar > 1);
+  const needer *relay = NULL;
+  for (int64_t i = 0; fan_out && i < nfar; i++) {
+    const needer *n = &p->needers[p->far[i]];
+    if (rsi_box_contains(nd, n->off, n->ext, off, ext) &&
+        (!relay || p->send_load[n->rank] < p->send_load[relay->rank]))
+      relay = n;
+  }
+  const sort_key *src = least_loaded_inside(p, g, domain);
+  if (relay)
+    RSI_TRY(push_move(p, off, ext, RSI_EP_SRC, src->index, src->rank,
+                      RSI_EP_DST, relay->shard, relay->rank, 0, 0));
+  for (int64_t i = 0; i < nfar; i++) {
+    const needer *n = &p->needers[p->far[i]];
+    if (n == relay) continue;
+    rsi_box_intersect(nd, off, ext, n->off, n->ext, so, se);
+    if (relay) {
+      RSI_TRY(push_move(p, so, se, RSI_EP_DST, relay->shard, relay->rank,
+                        RSI_EP_DST, n->shard, n->rank, 1, 1));
+      continue;
+    }
+    src = least_loaded_inside(p, g, domain);
+    RSI_TRY(push_move(p, so, se, RSI_EP_SRC, src->index, src->rank,
+                      RSI_EP_DST, n->shard, n->rank, 0, 0));
+    RSI_TRY(end_unit(p));
+    if (rsi_box_contains(nd, n->off, n->ext, off, ext))
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->nunits - 1, 0));
+  }
+  if (!relay) return RS_OK;
+  RSI_TRY(end_unit(p));
+  for (int64_t i = 0; i < nfar; i++) {
+    const needer *n = &p->needers[p->far[i]];
+    if (rsi_box_contains(nd, n->off, n->ext, off, ext))
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->nunits - 1, 0));
+  }
+  return RS_OK;
+}
+
 /* Deliver piece (off, ext), held by every replica of source group g, to the
  * needers of one domain (their boxes meet the piece). */
 static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
@@ -419,35 +776,9 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   int64_t nnear = near_needers(p, off, ext, nneed);
 
   /* A replica inside the domain: no crossing at all. */
-  bool inside = false;
-  for (int64_t h = 0; h < g->n && !inside; h++)
-    inside = holders[h].domain == domain;
-  if (inside) {
-    for (int64_t i = 0; i < nnear; i++) {
-      const needer *n = &p->needers[p->near[i]];
-      if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
-                             sub_ext))
-        continue;
-      const sort_key *best = NULL;
-      for (int64_t h = 0; h < g->n; h++) {
-        const sort_key *k = &holders[h];
-        if (k->domain != domain) continue;
-        if (k->rank == n->rank) {
-          best = k;
-          break;
-        }
-        if (!best || p->send_load[k->rank] < p->send_load[best->rank])
-          best = k;
-      }
-      RSI_TRY(push_move(p, sub_off, sub_ext, RSI_EP_SRC, best->index,
-                        best->rank, RSI_EP_DST, n->shard, n->rank, 0, 0));
-      RSI_TRY(end_unit(p));
-      if (rsi_box_contains(p->ndim, n->off, n->ext, off, ext))
-        RSI_TRY(piece_held(p, g - p->sgroups, off, ext, n->rank, n->shard,
-                           p->nunits - 1, 0));
-    }
-    return RS_OK;
-  }
+  for (int64_t h = 0; h < g->n; h++)
+    if (holders[h].domain == domain)
+      return deliver_inside(p, off, ext, g, domain, nnear);
 
   /* Cross once: the least loaded across domains of the source replicas and
    * of the earlier domains holding the piece whole sends. */
@@ -465,7 +796,8 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   for (int64_t h = known ? slot->first : -1; h >= 0; h = p->holders[h].next) {
     const holder *ho = &p->holders[h];
     if (ho->depth >= RELAY_DEPTH) continue;
-    if (p->send_inter_load[ho->rank] < p->send_inter_load[src_rank]) {
+    int64_t a = p->send_inter_load[ho->rank], b = p->send_inter_load[src_rank];
+    if (a < b || (a == b && src_kind == RSI_EP_DST && ho->depth < p->depth - 1)) {
       src_kind = RSI_EP_DST;
       src_index = ho->shard;
       src_rank = ho->rank;
@@ -493,6 +825,20 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     p->after = -1;
     p->depth = 0;
     return RS_OK;
+  }
+  if (!relay && count > 1 && p->plan->conv[p->tensor].scales >= 0) {
+    /* fp8 travels with its scales, which a relay slot cannot hold: each
+     * needer gets its part straight from the sender */
+    for (int64_t i = 0; i < nnear; i++) {
+      const needer *n = &p->needers[p->near[i]];
+      if (rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                            sub_ext))
+        RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
+                          RSI_EP_DST, n->shard, n->rank, 0, 0));
+    }
+    RSI_TRY(end_unit(p));
+    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->nunits - 1,
+                        depth);
   }
   if (count == 1) {
     rsi_box_intersect(p->ndim, off, ext, only->off, only->ext, sub_off,
@@ -522,7 +868,10 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
       if (!at || p->recv_inter_load[n->rank] < p->recv_inter_load[at->rank])
         at = n;
     }
-    RSI_TRY(push_relay(p, at->rank, off, ext, &from_index));
+    const rsi_conversion *cv = &p->plan->conv[p->tensor];
+    RSI_TRY(push_relay(p, at->rank, off, ext,
+                       wire_dtype(cv->src_dtype, cv->dst_dtype),
+                       &from_index));
     RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank,
                       RSI_EP_RELAY, from_index, at->rank, 0, 0));
     from_kind = RSI_EP_RELAY;
@@ -542,33 +891,53 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                       depth);
 }
 
-/* Cut a piece so that one unit (first hop plus forwards) fits a round:
- * slabs along the outermost dim that can be cut, 1-thick above it. */
-static rs_status deliver_bounded(planner *p, const int64_t *off,
-                                 const int64_t *ext, const group *g,
-                                 int domain, int64_t nneed) {
-  int64_t vol;
-  rsi_box_volume(p->ndim, ext, &vol);
-  /* One unit must fit an empty round (plan_rounds.c charges each end
-   * 64-aligned): a lone needer is charged the piece once at each end; a
-   * first receiver that forwards to the others is charged its receive, a
-   * relay slot when it needs one, and a send per forward. Pieces are kept
-   * to at most half a round even so, which packs rounds better. */
-  int64_t limit = p->plan->round_capacity / (nneed < 2 ? 2 : nneed + 2);
-  limit = limit / 64 * 64;
-  if (limit < 64) limit = 64;
-  if (vol * p->esize <= limit) return deliver(p, off, ext, g, domain, nneed);
+/* Pieces of a block-scaled tensor are cut along block boundaries only. */
+static void cut_alignment(const planner *p, int64_t *align) {
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  for (int d = 0; d < p->ndim; d++)
+    align[d] = cv->scales >= 0 ? block_size(cv, p->ndim, d) : 1;
+}
 
+typedef rs_status (*box_fn)(planner *p, const int64_t *off, const int64_t *ext,
+                            void *ctx);
+
+/* Cut box (off, ext) into parts of at most `limit` bytes (elements of
+ * p->esize) and call `take` on each: slabs along the outermost dim that
+ * can be cut, one alignment step thick above it (one element, or one
+ * block of a block-scaled tensor, which is never cut). */
+static rs_status cut_bounded(planner *p, const int64_t *off,
+                             const int64_t *ext, int64_t limit, box_fn take,
+                             void *ctx) {
+  int64_t vol, align[RSI_MAX_DIMS];
+  rsi_box_volume(p->ndim, ext, &vol);
+  if (vol * p->esize <= limit) return take(p, off, ext, ctx);
+  cut_alignment(p, align);
   int64_t inner = p->esize; /* bytes of one index step in dim d */
   int d = p->ndim - 1;
   while (d > 0 && inner * ext[d] <= limit) inner *= ext[d--];
-  int64_t step = limit / inner;
-  if (step < 1) step = 1;
+  int64_t thick = 1; /* elements of the dims above d in one part */
+  for (int j = 0; j < d; j++) thick *= align[j] < ext[j] ? align[j] : ext[j];
+  /* A slab one block thick may not fit where one element thick would:
+   * then cut further in, blocks thick above. */
+  while (d < p->ndim - 1 && align[d] * inner * thick > limit) {
+    thick *= align[d] < ext[d] ? align[d] : ext[d];
+    inner /= ext[++d];
+  }
+  int64_t step = limit / (inner * thick) / align[d] * align[d];
+  if (step < align[d]) step = align[d];
+  if (step * inner * thick > limit && align[d] > 1)
+    return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
+                    "tensor '%s': one slab of whole scale blocks (%lld bytes) "
+                    "does not fit the part of a staging round a piece may "
+                    "take (%lld bytes); raise RS_PARAM_STAGING_BYTES",
+                    p->plan->tensors[p->tensor].name,
+                    (long long)(step * inner * thick), (long long)limit);
   /* Refuse before cutting a piece into more parts than a plan may hold. */
   int64_t parts = ext[d] / step + (ext[d] % step != 0);
   bool too_many = false;
   for (int j = 0; j < d && !too_many; j++)
-    too_many = __builtin_mul_overflow(parts, ext[j], &parts);
+    too_many = __builtin_mul_overflow(parts, (ext[j] + align[j] - 1) / align[j],
+                                      &parts);
   if (too_many || parts > moves_left(p))
     return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
                     "tensor '%s': a piece of %lld elements would be cut into "
@@ -581,16 +950,18 @@ static rs_status deliver_bounded(planner *p, const int64_t *off,
   int64_t coff[RSI_MAX_DIMS], cext[RSI_MAX_DIMS], idx[RSI_MAX_DIMS] = {0};
   memcpy(coff, off, (size_t)p->ndim * sizeof *off);
   memcpy(cext, ext, (size_t)p->ndim * sizeof *ext);
-  for (int j = 0; j < d; j++) cext[j] = 1;
   for (;;) {
+    for (int j = 0; j < d; j++)
+      cext[j] = ext[j] - idx[j] < align[j] ? ext[j] - idx[j] : align[j];
     for (int64_t s = 0; s < ext[d]; s += step) {
       coff[d] = off[d] + s;
       cext[d] = ext[d] - s < step ? ext[d] - s : step;
-      RSI_TRY(deliver(p, coff, cext, g, domain, nneed));
+      RSI_TRY(take(p, coff, cext, ctx));
     }
     int j = d - 1;
     for (; j >= 0; j--) {
-      if (++idx[j] < ext[j]) break;
+      idx[j] += align[j];
+      if (idx[j] < ext[j]) break;
       idx[j] = 0;
     }
     if (j < 0) break;
@@ -599,11 +970,39 @@ static rs_status deliver_bounded(planner *p, const int64_t *off,
   return RS_OK;
 }
 
-/* ---- groups and the source index ---------------------------------------- */
+/* Where the parts a cut or a carve makes go: the needers p->needers[0 ..
+ * nneed) of a domain (and, to deliver a piece, its source group g; to look
+ * sources up, their order). */
+typedef struct target {
+  const group *g;
+  const key_value *order;
+  int domain;
+  int64_t nneed;
+} target;
 
-typedef struct key_value {
-  int64_t v, i;
-} key_value;
+static rs_status deliver_part_of(planner *p, const int64_t *off,
+                                 const int64_t *ext, void *ctx) {
+  const target *t = ctx;
+  return deliver(p, off, ext, t->g, t->domain, t->nneed);
+}
+
+/* Cut a piece so that one unit (first hop plus forwards) fits a round.
+ * One unit must fit an empty round (plan_rounds.c charges each end
+ * 64-aligned): a lone needer is charged the piece once at each end; a
+ * first receiver that forwards to the others is charged its receive, a
+ * relay slot when it needs one, and a send per forward. Pieces are kept
+ * to at most half a round even so, which packs rounds better. */
+static rs_status deliver_bounded(planner *p, const int64_t *off,
+                                 const int64_t *ext, const group *g,
+                                 int domain, int64_t nneed) {
+  int64_t limit = p->plan->round_capacity / (nneed < 2 ? 2 : nneed + 2);
+  limit = limit / 64 * 64;
+  if (limit < 64) limit = 64;
+  target t = {g, NULL, domain, nneed};
+  return cut_bounded(p, off, ext, limit, deliver_part_of, &t);
+}
+
+/* ---- groups and the source index ---------------------------------------- */
 
 static int cmp_key_value(const void *x, const void *y) {
   const key_value *a = x, *b = y;
@@ -701,6 +1100,148 @@ static rs_status not_covered(planner *p, const int64_t *off) {
                   p->plan->tensors[p->tensor].name, where);
 }
 
+/* Order candidate source groups p->cands[0..n) by locality (stable): those
+ * a needer of the fragment holds itself, then those with a replica inside
+ * the domain, then the rest. Carved in this order, a piece comes from
+ * outside the domain only where no rank inside it holds any of it. */
+static void rank_by_locality(planner *p, int domain, int64_t nneed,
+                             int64_t n) {
+  p->mark++;
+  for (int64_t i = 0; i < nneed; i++)
+    p->rank_mark[p->needers[i].rank] = p->mark;
+  for (int64_t c = 0; c < n; c++) {
+    const group *g = &p->sgroups[p->cands[c]];
+    const sort_key *h = p->skeys + g->first;
+    int64_t level = 2;
+    for (int64_t k = 0; k < g->n && level > 0; k++) {
+      if (p->rank_mark[h[k].rank] == p->mark) level = 0;
+      else if (h[k].domain == domain) level = 1;
+    }
+    p->ranked[c] = (key_value){level * n + c, p->cands[c]};
+  }
+  qsort(p->ranked, (size_t)n, sizeof *p->ranked, cmp_key_value);
+  for (int64_t c = 0; c < n; c++) p->cands[c] = p->ranked[c].i;
+}
+
+static rs_status deliver_part(planner *p, const group *g, const int64_t *off,
+                              const int64_t *ext, void *ctx) {
+  const target *t = ctx;
+  return deliver_bounded(p, off, ext, g, t->domain, t->nneed);
+}
+
+/* The replica of g a part headed for `rank` in `domain` comes from: the
+ * rank's own, else the least loaded inside the domain, else the least
+ * loaded across domains. */
+static const sort_key *nearest_holder(const planner *p, const group *g,
+                                      int rank, int domain) {
+  const sort_key *k = held_by(p, g, rank);
+  if (!k) k = least_loaded_inside(p, g, domain);
+  for (int64_t h = 0; !k || (k->domain != domain && h < g->n); h++) {
+    const sort_key *c = &p->skeys[g->first + h];
+    if (!k || p->send_inter_load[c->rank] < p->send_inter_load[k->rank]) k = c;
+  }
+  return k;
+}
+
+typedef struct assembly {
+  int64_t slot; /* the relay slot the parts land in */
+  int rank, domain;
+} assembly;
+
+static rs_status send_part_to_slot(planner *p, const group *g,
+                                   const int64_t *off, const int64_t *ext,
+                                   void *ctx) {
+  const assembly *a = ctx;
+  const sort_key *k = nearest_holder(p, g, a->rank, a->domain);
+  return push_move(p, off, ext, RSI_EP_SRC, k->index, k->rank, RSI_EP_RELAY,
+                   a->slot, a->rank, 0, 0);
+}
+
+
+/* Assemble blocks (off, ext) at needer n: their parts land in the source
+ * dtype in a relay slot of n's, which then quantizes the whole blocks into
+ * its destination shard (and computes their scales) in the same round. */
+static rs_status assemble_at(planner *p, const target *t, const needer *n,
+                             const int64_t *off, const int64_t *ext) {
+  int nd = p->ndim;
+  assembly a = {0, n->rank, t->domain};
+  RSI_TRY(push_relay(p, n->rank, off, ext,
+                     p->plan->conv[p->tensor].src_dtype, &a.slot));
+  int64_t ncand = query_sources(p, t->order, off, ext);
+  rank_by_locality(p, t->domain, t->nneed, ncand);
+  rsi_pool *w = &p->own_work;
+  w->n = 0;
+  if (rsi_pool_push(w, off, nd, p->err) < 0 ||
+      rsi_pool_push(w, ext, nd, p->err) < 0)
+    return RS_ERR_NO_MEMORY;
+  RSI_TRY(carve_by_groups(p, w, p->cands, ncand, false, send_part_to_slot,
+                          &a));
+  if (w->n > 0) return not_covered(p, w->v);
+  RSI_TRY(push_move(p, off, ext, RSI_EP_RELAY, a.slot, n->rank, RSI_EP_DST,
+                    n->shard, n->rank, 1, 0));
+  return end_unit(p);
+}
+
+/* Blocks no source group holds whole, box (off, ext) of them: the needer
+ * with the least received across domains so far assembles them (its parts
+ * cross into the domain once, in the source dtype), and the other needers
+ * that want all of them get the fp8 values and scales from it a round
+ * later. A needer that wants only some assembles its own. */
+static rs_status assemble_blocks(planner *p, const int64_t *off,
+                                 const int64_t *ext, void *ctx) {
+  const target *t = ctx;
+  int nd = p->ndim;
+  int64_t nnear = near_needers(p, off, ext, t->nneed);
+  const needer *first = NULL;
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
+    if (rsi_box_contains(nd, n->off, n->ext, off, ext) &&
+        (!first || p->recv_inter_load[n->rank] < p->recv_inter_load[first->rank]))
+      first = n;
+  }
+  int64_t assembled = -1;
+  if (first) {
+    RSI_TRY(assemble_at(p, t, first, off, ext));
+    assembled = p->nunits - 1;
+  }
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
+    int64_t xo[RSI_MAX_DIMS], xe[RSI_MAX_DIMS];
+    if (n == first || !rsi_box_intersect(nd, off, ext, n->off, n->ext, xo, xe))
+      continue;
+    if (!first || !rsi_box_contains(nd, n->off, n->ext, off, ext)) {
+      RSI_TRY(assemble_at(p, t, n, xo, xe));
+      continue;
+    }
+    p->after = assembled;
+    p->depth = 1;
+    RSI_TRY(push_move(p, off, ext, RSI_EP_DST, first->shard, first->rank,
+                      RSI_EP_DST, n->shard, n->rank, 0, 0));
+    RSI_TRY(end_unit(p));
+  }
+  return RS_OK;
+}
+
+/* What the fragment's whole-block pieces left (p->work: whole blocks that
+ * source shards split), assembled at each needer. A unit holds the slot,
+ * its parts and the local conversion, so each is kept to a quarter of a
+ * round. */
+static rs_status serve_split_blocks(planner *p, const key_value *order,
+                                    int domain, int64_t nneed) {
+  int nd = p->ndim;
+  rsi_pool left = p->work; /* the carve below reuses p->work's scratch */
+  p->work = (rsi_pool){0};
+  target t = {NULL, order, domain, nneed};
+  int64_t limit = p->plan->round_capacity / 4 / 64 * 64;
+  rs_status st = RS_OK;
+  for (int64_t r = 0; st == RS_OK && r < left.n; r += 2 * nd)
+    st = cut_bounded(p, left.v + r, left.v + r + nd, limit < 64 ? 64 : limit,
+                     assemble_blocks, &t);
+  rsi_pool_free(&p->work);
+  p->work = left;
+  return st;
+}
+
 /* Cut fragment (off, ext) into pieces, one per source group covering it,
  * and deliver each to the domain's needers. */
 static rs_status serve_fragment(planner *p, const key_value *order,
@@ -710,7 +1251,7 @@ static rs_status serve_fragment(planner *p, const key_value *order,
   RSI_TRY(index_needers(p, nneed));
   int64_t ncand = query_sources(p, order, off, ext);
   int64_t po[RSI_MAX_DIMS], pe[RSI_MAX_DIMS];
-  if (p->src_disjoint) {
+  if (p->src_disjoint && p->plan->conv[p->tensor].scales < 0) {
     int64_t want, got = 0, v;
     rsi_box_volume(nd, ext, &want);
     for (int64_t c = 0; c < ncand; c++) {
@@ -728,35 +1269,18 @@ static rs_status serve_fragment(planner *p, const key_value *order,
       return RS_OK;
     }
   }
-  /* General carve: what is left of the fragment shrinks source by source. */
+  /* General carve: what is left of the fragment shrinks source by source,
+   * the most local sources first. */
+  rank_by_locality(p, domain, nneed, ncand);
   rsi_pool *w = &p->work;
   w->n = 0;
   if (rsi_pool_push(w, off, nd, p->err) < 0 ||
       rsi_pool_push(w, ext, nd, p->err) < 0)
     return RS_ERR_NO_MEMORY;
-  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
-  for (int64_t c = 0; c < ncand && w->n > 0; c++) {
-    const group *g = &p->sgroups[p->cands[c]];
-    int64_t left = w->n / (2 * nd);
-    for (int64_t r = 0; r < left; r++) {
-      /* the first `left` boxes are the ones to cut; cuts append */
-      int64_t rb[2 * RSI_MAX_DIMS]; /* a copy: pushes may move the pool */
-      memcpy(rb, w->v + r * 2 * nd, (size_t)(2 * nd) * sizeof *rb);
-      if (!rsi_box_intersect(nd, rb, rb + nd, g->off, g->ext, po, pe)) {
-        if (rsi_pool_push(w, rb, 2 * nd, p->err) < 0) return RS_ERR_NO_MEMORY;
-        continue;
-      }
-      RSI_TRY(deliver_bounded(p, po, pe, g, domain, nneed));
-      int k = rsi_box_subtract(nd, rb, rb + nd, g->off, g->ext, fo, fe);
-      for (int f = 0; f < k; f++)
-        if (rsi_pool_push(w, fo + f * nd, nd, p->err) < 0 ||
-            rsi_pool_push(w, fe + f * nd, nd, p->err) < 0)
-          return RS_ERR_NO_MEMORY;
-    }
-    memmove(w->v, w->v + left * 2 * nd,
-            (size_t)(w->n - left * 2 * nd) * sizeof *w->v);
-    w->n -= left * 2 * nd;
-  }
+  target t = {NULL, order, domain, nneed};
+  bool scaled = p->plan->conv[p->tensor].scales >= 0;
+  RSI_TRY(carve_by_groups(p, w, p->cands, ncand, scaled, deliver_part, &t));
+  if (scaled && w->n > 0) return serve_split_blocks(p, order, domain, nneed);
   if (w->n > 0) return not_covered(p, w->v);
   return RS_OK;
 }
@@ -1053,6 +1577,20 @@ static rs_status copy_side(rs_plan *plan, rsi_side *side, const rs_layout *l,
   return RS_OK;
 }
 
+static bool castable(rs_dtype d) {
+  return d == RS_DTYPE_F32 || d == RS_DTYPE_BF16 || d == RS_DTYPE_F16;
+}
+
+/* Whether destination tensor u holds scales computed on the way: the
+ * scales of values that the source has in another dtype. */
+static bool computed_scales(const rs_layout *src, const rs_layout *dst,
+                            int u) {
+  int v = dst->tensors[u].values;
+  if (v < 0) return false;
+  int a = rsi_layout_find(src, dst->tensors[v].name);
+  return a >= 0 && src->tensors[a].dtype != dst->tensors[v].dtype;
+}
+
 static rs_status check_compatible(const rs_layout *src, const rs_layout *dst,
                                   rsi_err *err) {
   for (int t = 0; t < src->ntensors; t++) {
@@ -1076,15 +1614,28 @@ static rs_status check_compatible(const rs_layout *src, const rs_layout *dst,
                         "%lld in the destination",
                         a->name, (long long)a->shape[d], d,
                         (long long)b->shape[d]);
-    if (a->dtype != b->dtype)
+    if (computed_scales(src, dst, u))
+      return RSI_FAIL(err, RS_ERR_INCOMPATIBLE,
+                      "tensor '%s' holds the block scales of '%s', which are "
+                      "computed on the way: leave it out of the source "
+                      "layout",
+                      a->name, dst->tensors[b->values].name);
+    bool fine = a->dtype == b->dtype ||
+                (castable(a->dtype) && castable(b->dtype)) ||
+                (castable(a->dtype) && b->dtype == RS_DTYPE_F8_E4M3 &&
+                 b->scales >= 0);
+    if (!fine)
       return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
                       "tensor '%s' is %s in the source and %s in the "
-                      "destination: a dtype change is not supported",
+                      "destination: on the way libreshard casts between f32, "
+                      "bf16 and f16, and quantizes them to f8_e4m3 with "
+                      "block scales declared by rs_layout_set_block_scales",
                       a->name, rsi_dtype_name(a->dtype),
                       rsi_dtype_name(b->dtype));
   }
   for (int u = 0; u < dst->ntensors; u++)
-    if (rsi_layout_find(src, dst->tensors[u].name) < 0)
+    if (rsi_layout_find(src, dst->tensors[u].name) < 0 &&
+        !computed_scales(src, dst, u))
       return RSI_FAIL(err, RS_ERR_INCOMPATIBLE,
                       "tensor '%s' is in the destination layout but not in "
                       "the source",
@@ -1131,6 +1682,10 @@ static void fingerprint(rs_plan *plan) {
     h = rsi_fnv1a64_update(h, x->name, strlen(x->name) + 1);
     h = rsi_fnv1a64_update(h, &x->dtype, sizeof x->dtype);
     h = rsi_fnv1a64_update(h, x->shape, (size_t)x->ndim * sizeof *x->shape);
+    const rsi_conversion *c = &plan->conv[t];
+    int64_t conv[6] = {c->dst_dtype, c->scales, c->values, c->b0, c->b1,
+                       c->ue8m0};
+    h = rsi_fnv1a64_update(h, conv, sizeof conv);
   }
   plan->section_hash[HASH_TENSORS] = h;
   for (int s = 0; s < 2; s++) {
@@ -1157,6 +1712,7 @@ void rsi_plan_destroy(rs_plan *plan) {
   if (!plan) return;
   for (int t = 0; t < plan->ntensors; t++) free(plan->tensors[t].name);
   free(plan->tensors);
+  free(plan->conv);
   for (int s = 0; s < 2; s++) {
     free(plan->side[s].shards);
     rsi_pool_free(&plan->side[s].pool);
@@ -1203,6 +1759,12 @@ static void planner_free(planner *p) {
   rsi_box_tree_free(&p->dtree);
   rsi_box_tree_free(&p->ntree);
   free(p->near);
+  free(p->far);
+  free(p->own);
+  rsi_pool_free(&p->own_work);
+  free(p->ranked);
+  free(p->rank_mark);
+  free(p->scale_ids);
   free(p->key_rank);
 }
 
@@ -1223,6 +1785,192 @@ static void mark_used_buffers(rs_plan *plan) {
   }
 }
 
+/* ---- block-scaled fp8 ------------------------------------------------------ */
+
+/* Destination shard ids[0..n) sorted by rank (then id). */
+static rs_status sort_by_rank(planner *p, int64_t *ids, int64_t n) {
+  const rsi_side *side = &p->plan->side[RS_SIDE_DST];
+  key_value *kv = malloc((size_t)(n ? n : 1) * sizeof *kv);
+  if (!kv) return RSI_NOMEM(p->err);
+  for (int64_t i = 0; i < n; i++)
+    kv[i] = (key_value){side->shards[ids[i]].rank, ids[i]};
+  qsort(kv, (size_t)n, sizeof *kv, cmp_key_value);
+  for (int64_t i = 0; i < n; i++) ids[i] = kv[i].i;
+  free(kv);
+  return RS_OK;
+}
+
+/* The scale shards of the tensor being planned, by rank (p->scale_ids). */
+static rs_status scale_shards(planner *p) {
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  p->nscale_ids = 0;
+  if (cv->scales < 0) return RS_OK;
+  int64_t n = p->dfirst[cv->scales + 1] - p->dfirst[cv->scales];
+  free(p->scale_ids);
+  p->scale_ids = malloc((size_t)(n ? n : 1) * sizeof *p->scale_ids);
+  if (!p->scale_ids) return RSI_NOMEM(p->err);
+  memcpy(p->scale_ids, p->dids + p->dfirst[cv->scales],
+         (size_t)n * sizeof *p->scale_ids);
+  p->nscale_ids = n;
+  return sort_by_rank(p, p->scale_ids, n);
+}
+
+/* The boxes of shards ids[0..n) as block boxes (values: in blocks; scales:
+ * as they are, one element a block), into pool. */
+static rs_status block_boxes(planner *p, const int64_t *ids, int64_t n,
+                             bool values, const rsi_conversion *cv,
+                             rsi_pool *pool) {
+  const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
+  int nd = p->ndim;
+  pool->n = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const rsi_shard *s = &dst->shards[ids[i]];
+    const int64_t *o = rsi_shard_offset(&dst->pool, s);
+    const int64_t *e = rsi_shard_extent(&dst->pool, s, nd);
+    int64_t box[2 * RSI_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+      int64_t bs = values ? block_size(cv, nd, d) : 1;
+      box[d] = o[d] / bs;
+      box[nd + d] = (o[d] + e[d] + bs - 1) / bs - box[d];
+    }
+    if (rsi_pool_push(pool, box, 2 * nd, p->err) < 0) return RS_ERR_NO_MEMORY;
+  }
+  return RS_OK;
+}
+
+/* The first block of box b (2*nd) that boxes[0..n) leave uncovered, into
+ * at; false when they cover it. Uses p->own_work. */
+static rs_status uncovered_block(planner *p, const int64_t *b,
+                                 const rsi_pool *boxes, int64_t *at,
+                                 bool *found) {
+  int nd = p->ndim;
+  rsi_pool *w = &p->own_work;
+  w->n = 0;
+  if (rsi_pool_push(w, b, 2 * nd, p->err) < 0) return RS_ERR_NO_MEMORY;
+  int64_t fo[2 * RSI_MAX_DIMS * RSI_MAX_DIMS], fe[2 * RSI_MAX_DIMS * RSI_MAX_DIMS];
+  for (int64_t c = 0; c < boxes->n && w->n > 0; c += 2 * nd) {
+    const int64_t *q = boxes->v + c;
+    int64_t left = w->n;
+    for (int64_t r = 0; r < left; r += 2 * nd) {
+      int64_t rb[2 * RSI_MAX_DIMS];
+      memcpy(rb, w->v + r, (size_t)(2 * nd) * sizeof *rb);
+      int k = rsi_box_subtract(nd, rb, rb + nd, q, q + nd, fo, fe);
+      for (int f = 0; f < k; f++)
+        if (rsi_pool_push(w, fo + f * nd, nd, p->err) < 0 ||
+            rsi_pool_push(w, fe + f * nd, nd, p->err) < 0)
+          return RS_ERR_NO_MEMORY;
+    }
+    memmove(w->v, w->v + left, (size_t)(w->n - left) * sizeof *w->v);
+    w->n -= left;
+  }
+  *found = w->n > 0;
+  if (*found) memcpy(at, w->v, (size_t)nd * sizeof *at);
+  return RS_OK;
+}
+
+static rs_status block_problem(planner *p, const char *what, int rank,
+                               const int64_t *block) {
+  char where[256];
+  int n = 0;
+  for (int d = 0; d < p->ndim && n < (int)sizeof where - 24; d++)
+    n += snprintf(where + n, sizeof where - (size_t)n, "%s%lld", d ? ", " : "",
+                  (long long)block[d]);
+  return RSI_FAIL(p->err, RS_ERR_UNSUPPORTED,
+                  "tensor '%s': rank %d %s block [%s] (blocks of %lld x "
+                  "%lld)",
+                  p->plan->tensors[p->tensor].name, rank, what, where,
+                  (long long)p->plan->conv[p->tensor].b0,
+                  (long long)p->plan->conv[p->tensor].b1);
+}
+
+/* One rank's destination shards of block-scaled values (vals[0..nv)) and
+ * of their scales (scs[0..ns)): whole blocks, no block twice, and the
+ * scales of exactly the blocks whose values it holds. */
+static rs_status check_rank_blocks(planner *p, int rank, const int64_t *vals,
+                                   int64_t nv, const int64_t *scs, int64_t ns) {
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
+  const rsi_tensor *t = &p->plan->tensors[p->tensor];
+  int nd = p->ndim;
+  for (int64_t i = 0; i < nv; i++) {
+    const rsi_shard *s = &dst->shards[vals[i]];
+    const int64_t *o = rsi_shard_offset(&dst->pool, s);
+    const int64_t *e = rsi_shard_extent(&dst->pool, s, nd);
+    for (int d = 0; d < nd; d++) {
+      int64_t bs = block_size(cv, nd, d), end = o[d] + e[d];
+      if (o[d] % bs == 0 && (end % bs == 0 || end == t->shape[d])) continue;
+      int64_t block[RSI_MAX_DIMS];
+      for (int k = 0; k < nd; k++) block[k] = o[k] / block_size(cv, nd, k);
+      if (o[d] % bs == 0) block[d] = end / bs;
+      return block_problem(p, "has a destination shard that cuts", rank,
+                           block);
+    }
+  }
+  rsi_pool mine = {0}, theirs = {0};
+  rs_status st = block_boxes(p, vals, nv, true, cv, &mine);
+  if (st == RS_OK) st = block_boxes(p, scs, ns, false, cv, &theirs);
+  for (int pass = 0; st == RS_OK && pass < 2; pass++) {
+    const rsi_pool *a = pass ? &theirs : &mine, *b = pass ? &mine : &theirs;
+    for (int64_t i = 0; st == RS_OK && i < a->n; i += 2 * nd) {
+      const int64_t *x = a->v + i;
+      for (int64_t j = i + 2 * nd; j < a->n; j += 2 * nd) {
+        int64_t io[RSI_MAX_DIMS], ie[RSI_MAX_DIMS];
+        if (rsi_box_intersect(nd, x, x + nd, a->v + j, a->v + j + nd, io, ie)) {
+          st = block_problem(p, pass ? "holds twice the scale of"
+                                     : "holds twice the values of",
+                             rank, io);
+          break;
+        }
+      }
+      int64_t at[RSI_MAX_DIMS];
+      bool found = false;
+      if (st == RS_OK) st = uncovered_block(p, x, b, at, &found);
+      if (st == RS_OK && found)
+        st = block_problem(p, pass ? "holds the scale but not the values of"
+                                   : "holds the values but not the scale of",
+                           rank, at);
+    }
+  }
+  rsi_pool_free(&mine);
+  rsi_pool_free(&theirs);
+  return st;
+}
+
+/* Every block-scaled tensor's destination, rank by rank. */
+static rs_status check_blocks(planner *p, const int64_t *dfirst,
+                              const int64_t *dids) {
+  const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
+  for (int t = 0; t < p->plan->ntensors; t++) {
+    const rsi_conversion *cv = &p->plan->conv[t];
+    if (cv->scales < 0) continue;
+    p->tensor = t;
+    p->ndim = p->plan->tensors[t].ndim;
+    int64_t nv = dfirst[t + 1] - dfirst[t];
+    int64_t ns = dfirst[cv->scales + 1] - dfirst[cv->scales];
+    int64_t *v = malloc((size_t)(nv + ns + 1) * sizeof *v);
+    if (!v) return RSI_NOMEM(p->err);
+    int64_t *sc = v + nv;
+    memcpy(v, dids + dfirst[t], (size_t)nv * sizeof *v);
+    memcpy(sc, dids + dfirst[cv->scales], (size_t)ns * sizeof *sc);
+    rs_status st = sort_by_rank(p, v, nv);
+    if (st == RS_OK) st = sort_by_rank(p, sc, ns);
+    for (int64_t i = 0, j = 0; st == RS_OK && (i < nv || j < ns);) {
+      int ri = i < nv ? dst->shards[v[i]].rank : INT32_MAX;
+      int rj = j < ns ? dst->shards[sc[j]].rank : INT32_MAX;
+      int rank = ri < rj ? ri : rj;
+      int64_t i1 = i, j1 = j;
+      while (i1 < nv && dst->shards[v[i1]].rank == rank) i1++;
+      while (j1 < ns && dst->shards[sc[j1]].rank == rank) j1++;
+      st = check_rank_blocks(p, rank, v + i, i1 - i, sc + j, j1 - j);
+      i = i1;
+      j = j1;
+    }
+    free(v);
+    if (st != RS_OK) return st;
+  }
+  return RS_OK;
+}
+
 static rs_status build(rs_plan *plan, const rs_layout *src,
                        const rs_layout *dst, planner *p) {
   rsi_err *err = p->err;
@@ -1236,26 +1984,55 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   memcpy(plan->domain_of, ctx->domain_of,
          (size_t)ctx->world_size * sizeof *plan->domain_of);
 
-  /* Tensors in source order; destination shards renumbered to match. */
-  plan->tensors = calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *plan->tensors);
+  /* Tensors in source order, then the scale tensors only the destination
+   * declares; destination shards renumbered to match. */
+  int nt = src->ntensors;
+  for (int u = 0; u < dst->ntensors; u++)
+    nt += rsi_layout_find(src, dst->tensors[u].name) < 0;
+  plan->tensors = calloc((size_t)(nt ? nt : 1), sizeof *plan->tensors);
+  plan->conv = calloc((size_t)(nt ? nt : 1), sizeof *plan->conv);
   int *dst_map = malloc((size_t)(dst->ntensors ? dst->ntensors : 1) * sizeof *dst_map);
   int *src_map = malloc((size_t)(src->ntensors ? src->ntensors : 1) * sizeof *src_map);
-  if (!plan->tensors || !dst_map || !src_map) {
+  if (!plan->tensors || !plan->conv || !dst_map || !src_map) {
     free(dst_map);
     free(src_map);
     return RSI_NOMEM(err);
   }
-  for (int t = 0; t < src->ntensors; t++) {
-    plan->tensors[t] = src->tensors[t];
-    plan->tensors[t].name = strdup(src->tensors[t].name);
+  for (int t = 0; t < nt; t++) {
+    bool only_dst = t >= src->ntensors;
+    int u = -1;
+    if (only_dst)
+      for (int k = 0, seen = src->ntensors; k < dst->ntensors && u < 0; k++)
+        if (rsi_layout_find(src, dst->tensors[k].name) < 0 && seen++ == t)
+          u = k;
+    const rsi_tensor *from = only_dst ? &dst->tensors[u] : &src->tensors[t];
+    if (!only_dst) u = rsi_layout_find(dst, from->name);
+    plan->tensors[t] = *from;
+    plan->tensors[t].name = strdup(from->name);
     plan->ntensors = t + 1;
     if (!plan->tensors[t].name) {
       free(dst_map);
       free(src_map);
       return RSI_NOMEM(err);
     }
-    src_map[t] = t;
-    dst_map[rsi_layout_find(dst, src->tensors[t].name)] = t;
+    if (!only_dst) src_map[t] = t;
+    dst_map[u] = t;
+    const rsi_tensor *to = &dst->tensors[u];
+    plan->conv[t] = (rsi_conversion){from->dtype, to->dtype, -1, -1,
+                                     to->block[0], to->block[1],
+                                     to->scale_rule == RS_SCALE_UE8M0};
+  }
+  /* Scales and values by plan index, where the values change dtype. */
+  for (int t = 0; t < nt; t++) {
+    const rsi_tensor *to =
+        &dst->tensors[rsi_layout_find(dst, plan->tensors[t].name)];
+    if (to->scales < 0 || plan->conv[t].src_dtype == to->dtype) continue;
+    int sc = dst_map[to->scales];
+    plan->conv[t].scales = sc;
+    plan->conv[sc].values = t;
+    plan->conv[sc].b0 = to->block[0];
+    plan->conv[sc].b1 = to->block[1];
+    plan->conv[sc].ue8m0 = plan->conv[t].ue8m0;
   }
   rs_status st = copy_side(plan, &plan->side[RS_SIDE_SRC], src, err);
   if (st == RS_OK) st = copy_side(plan, &plan->side[RS_SIDE_DST], dst, err);
@@ -1264,12 +2041,15 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
         dst_map[plan->side[RS_SIDE_DST].shards[i].tensor];
   int64_t *sfirst = NULL, *sids = NULL, *dfirst = NULL, *dids = NULL;
   if (st == RS_OK)
-    st = shards_by_tensor(src, src_map, src->ntensors, &sfirst, &sids, err);
+    st = shards_by_tensor(src, src_map, nt, &sfirst, &sids, err);
   if (st == RS_OK)
-    st = shards_by_tensor(dst, dst_map, src->ntensors, &dfirst, &dids, err);
+    st = shards_by_tensor(dst, dst_map, nt, &dfirst, &dids, err);
   free(dst_map);
   free(src_map);
   if (st == RS_OK) st = check_plan_size(p, dfirst, dids);
+  if (st == RS_OK) st = check_blocks(p, dfirst, dids);
+  p->dfirst = dfirst;
+  p->dids = dids;
 
   /* Scratch sized for the largest tensor. */
   int64_t max_s = 0, max_d = 0;
@@ -1290,18 +2070,25 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     p->send_load = calloc((size_t)plan->world_size, sizeof *p->send_load);
     p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
     p->send_inter_load = calloc((size_t)plan->world_size, sizeof *p->send_inter_load);
+    p->rank_mark = calloc((size_t)plan->world_size, sizeof *p->rank_mark);
+    p->ranked = malloc((size_t)(max_s + 1) * sizeof *p->ranked);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
         !p->cands || !p->key_rank || !order || !p->send_load ||
-        !p->recv_inter_load || !p->send_inter_load)
+        !p->recv_inter_load || !p->send_inter_load || !p->rank_mark ||
+        !p->ranked)
       st = RSI_NOMEM(err);
   }
   for (int t = 0; st == RS_OK && t < plan->ntensors; t++) {
+    if (plan->conv[t].values >= 0) continue; /* its values' moves carry it */
     p->tensor = t;
     p->ndim = plan->tensors[t].ndim;
     p->esize = plan->tensors[t].esize;
-    st = plan_tensor(p, sids + sfirst[t], sfirst[t + 1] - sfirst[t],
-                     dids + dfirst[t], dfirst[t + 1] - dfirst[t], order);
+    st = scale_shards(p);
+    if (st == RS_OK)
+      st = plan_tensor(p, sids + sfirst[t], sfirst[t + 1] - sfirst[t],
+                       dids + dfirst[t], dfirst[t + 1] - dfirst[t], order);
   }
+  p->dfirst = p->dids = NULL;
   free(order);
   free(sfirst);
   free(sids);

@@ -25,14 +25,40 @@ typedef struct rsi_move {
   int32_t round;
   uint8_t src_kind, dst_kind, stage, route, forwarded;
   /* Its memory is one contiguous run at the source end (bit 0), at the
-   * destination end (bit 1): found once, when the move is made. */
+   * destination end (bit 1): found once, when the move is made. Never set
+   * for a move that converts: those always go through staging. */
   uint8_t contiguous;
+  /* Element types (rs_dtype) at the source end, on the wire (in the
+   * message; bytes counts these) and at the destination end. They differ
+   * only where the plan changes dtype: the sender converts when packing
+   * (src_dtype -> wire_dtype), the receiver when unpacking (wire_dtype ->
+   * dst_dtype), a local move in its copy (src_dtype -> dst_dtype); one of
+   * the two steps of a move between ranks is always the identity. */
+  uint8_t src_dtype, wire_dtype, dst_dtype;
+  /* The move carries block scales computed from values: its tensor is a
+   * scale tensor and its source end is the values' memory (a source shard
+   * or relay slot of plan->conv[tensor].values, holding every element of
+   * the blocks of its box, in src_dtype). The scales are computed where
+   * the values are read (pack, or the local copy). */
+  uint8_t computes_scales;
 } rsi_move;
+
+/* How a tensor changes dtype on the way (plan->conv[t]). */
+typedef struct rsi_conversion {
+  rs_dtype src_dtype, dst_dtype; /* the same: no change */
+  int32_t scales; /* block-scaled values: their scale tensor, else -1 */
+  int32_t values; /* a scale tensor: its values tensor, else -1 */
+  int64_t b0, b1; /* block rows and columns over the last two dims */
+  bool ue8m0;     /* power-of-two scales (RS_SCALE_UE8M0) */
+} rsi_conversion;
 
 typedef struct rsi_relay {
   int32_t rank, round;
   int64_t box; /* plan->boxes: offset[ndim], extent[ndim]; dense in staging */
   int64_t staging_offset;
+  int64_t bytes; /* its size: the box's elements of dtype */
+  int32_t tensor;
+  uint8_t dtype; /* the rs_dtype it holds */
 } rsi_relay;
 
 typedef struct rsi_message {
@@ -43,6 +69,8 @@ typedef struct rsi_message {
 typedef struct rsi_rank_stats {
   int64_t sent[2], recv[2]; /* [0] inside the domain, [1] across domains */
   int64_t local, msgs_sent, msgs_recv, staging, moves;
+  int64_t converted[2]; /* elements: [0] before sending, [1] after arrival
+                           or in a local copy */
 } rsi_rank_stats;
 
 /* One side's shards, copied out of its layout. */
@@ -67,7 +95,10 @@ struct rs_plan {
   int world_size;
   int *domain_of;
   int ntensors;
+  /* tensors[t] is the source's declaration (a scale tensor, which only the
+   * destination declares, the destination's); conv[t] its dtype change */
   rsi_tensor *tensors;
+  rsi_conversion *conv;
   rsi_side side[2]; /* RS_SIDE_SRC, RS_SIDE_DST */
   rsi_pool boxes;
   rsi_move *moves;

@@ -1,5 +1,6 @@
-/* The plan as JSON, for people and tools: tensors, per-rank figures, and
- * every move. Tensor names are well-formed UTF-8 without control bytes
+/* The plan as JSON, for people and tools: tensors, the figures of every
+ * rank that takes part (idle ranks are only counted), and every move.
+ * Tensor names are well-formed UTF-8 without control bytes
  * (rsi_layout_add_tensor refuses others), so they go in as they are, but
  * for the escapes JSON requires. */
 #include <stdarg.h>
@@ -82,8 +83,24 @@ static const char *route_name(int r) {
   return r == RS_ROUTE_LOCAL ? "local" : r == RS_ROUTE_INTRA ? "intra" : "inter";
 }
 
+/* Where a move changes dtype: before it is sent, once it arrived, or in
+ * a copy inside one rank. */
+static const char *converts_where(const rsi_move *m) {
+  if (m->src_rank == m->dst_rank) return "copy";
+  return m->src_dtype != m->wire_dtype || m->computes_scales ? "sender"
+                                                             : "receiver";
+}
+
 static const char *kind_name(int k) {
   return k == RSI_EP_SRC ? "src" : k == RSI_EP_DST ? "dst" : "relay";
+}
+
+/* A rank that sends, receives, copies and stages nothing. */
+static bool rank_is_idle(const rs_plan *plan, int r) {
+  const rsi_rank_stats *s = &plan->stats[r];
+  return !s->sent[0] && !s->sent[1] && !s->recv[0] && !s->recv[1] &&
+         !s->local && !s->msgs_sent && !s->msgs_recv && !s->staging &&
+         !s->moves;
 }
 
 rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
@@ -99,23 +116,39 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
     const rsi_tensor *x = &plan->tensors[t];
     put(&b, "%s{\"name\":", t ? "," : "");
     put_string(&b, x->name);
-    put(&b, ",\"dtype\":\"%s\",\"shape\":", rsi_dtype_name(x->dtype));
+    const rsi_conversion *c = &plan->conv[t];
+    put(&b, ",\"dtype\":\"%s\",\"dst_dtype\":\"%s\",\"shape\":",
+        rsi_dtype_name(c->src_dtype), rsi_dtype_name(c->dst_dtype));
     put_ints(&b, x->shape, x->ndim);
+    if (c->scales >= 0 || c->values >= 0)
+      put(&b, ",\"%s\":%d,\"block\":[%lld,%lld],\"scale_rule\":\"%s\"",
+          c->scales >= 0 ? "scales" : "scales_of",
+          c->scales >= 0 ? c->scales : c->values, (long long)c->b0,
+          (long long)c->b1, c->ue8m0 ? "ue8m0" : "amax");
     put(&b, "}");
   }
-  put(&b, "],\"ranks\":[");
+  /* Only ranks with a part in the plan get an entry: a plan over a
+   * million ranks with a few active stays small. */
+  int idle = 0;
+  for (int r = 0; r < plan->world_size; r++) idle += rank_is_idle(plan, r);
+  put(&b, "],\"idle_ranks\":%d,\"ranks\":[", idle);
+  bool first = true;
   for (int r = 0; r < plan->world_size; r++) {
+    if (rank_is_idle(plan, r)) continue;
     const rsi_rank_stats *s = &plan->stats[r];
     put(&b,
         "%s{\"rank\":%d,\"domain\":%d,\"bytes_sent_intra\":%lld,"
         "\"bytes_sent_inter\":%lld,\"bytes_recv_intra\":%lld,"
         "\"bytes_recv_inter\":%lld,\"bytes_local\":%lld,"
         "\"messages_sent\":%lld,\"messages_recv\":%lld,"
-        "\"staging_bytes\":%lld,\"moves\":%lld}",
-        r ? "," : "", r, plan->domain_of[r], (long long)s->sent[0],
+        "\"staging_bytes\":%lld,\"moves\":%lld,"
+        "\"converted_sending\":%lld,\"converted_receiving\":%lld}",
+        first ? "" : ",", r, plan->domain_of[r], (long long)s->sent[0],
         (long long)s->sent[1], (long long)s->recv[0], (long long)s->recv[1],
         (long long)s->local, (long long)s->msgs_sent, (long long)s->msgs_recv,
-        (long long)s->staging, (long long)s->moves);
+        (long long)s->staging, (long long)s->moves,
+        (long long)s->converted[0], (long long)s->converted[1]);
+    first = false;
   }
   put(&b, "],\"moves\":[");
   for (int64_t i = 0; i < plan->nmoves; i++) {
@@ -128,10 +161,15 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
     put(&b,
         ",\"bytes\":%lld,\"src\":{\"rank\":%d,\"from\":\"%s\"},"
         "\"dst\":{\"rank\":%d,\"into\":\"%s\"},\"route\":\"%s\","
-        "\"round\":%d,\"stage\":%d,\"forwarded\":%s}",
+        "\"round\":%d,\"stage\":%d,\"forwarded\":%s",
         (long long)m->bytes, m->src_rank, kind_name(m->src_kind), m->dst_rank,
         kind_name(m->dst_kind), route_name(m->route), m->round, m->stage,
         m->forwarded ? "true" : "false");
+    if (m->src_dtype != m->dst_dtype || m->computes_scales)
+      put(&b, ",\"wire_dtype\":\"%s\",\"converts\":\"%s\"%s",
+          rsi_dtype_name((rs_dtype)m->wire_dtype), converts_where(m),
+          m->computes_scales ? ",\"computes_scales\":true" : "");
+    put(&b, "}");
   }
   put(&b, "]}");
   if (b.failed) {

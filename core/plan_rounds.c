@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "box.h"
 #include "plan.h"
 #include "staging.h"
 
@@ -179,12 +180,14 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
     for (int64_t i = begin; i < end; i++) {
       rsi_move *m = &plan->moves[i];
       m->round = r;
-      if (m->dst_kind == RSI_EP_RELAY) {
+      if (m->dst_kind == RSI_EP_RELAY &&
+          plan->relays[m->dst_index].staging_offset < 0) {
+        /* a slot may be filled by several moves: placed at the first */
         rsi_relay *s = &plan->relays[m->dst_index];
         rank_round *q = &rr[s->rank];
         s->round = r;
         s->staging_offset = q->relay[r % WINDOW];
-        q->relay[r % WINDOW] += ALIGN(m->bytes, 64);
+        q->relay[r % WINDOW] += ALIGN(s->bytes, 64);
         if (q->relay[r % WINDOW] > plan->relay_bytes[s->rank])
           plan->relay_bytes[s->rank] = q->relay[r % WINDOW];
       }
@@ -254,10 +257,19 @@ static void count_stats(rs_plan *plan) {
     const rsi_move *m = &plan->moves[i];
     rsi_rank_stats *s = &plan->stats[m->src_rank], *d = &plan->stats[m->dst_rank];
     s->moves++;
+    int64_t elems = 0;
+    if (m->src_dtype != m->dst_dtype || m->computes_scales)
+      rsi_box_volume(plan->tensors[m->tensor].ndim, rsi_move_extent(plan, m),
+                     &elems);
     if (m->route == RS_ROUTE_LOCAL) {
       s->local += m->bytes;
+      s->converted[1] += elems;
       continue;
     }
+    if (m->src_dtype != m->wire_dtype || m->computes_scales)
+      s->converted[0] += elems;
+    else
+      d->converted[1] += elems;
     d->moves++;
     int across = m->route == RS_ROUTE_INTER;
     s->sent[across] += m->bytes;

@@ -34,11 +34,16 @@ static bool row_major(int ndim, const int64_t *ext, const int64_t *strides) {
 
 bool rsi_move_contiguous(const rs_plan *plan, const rsi_move *m, bool src) {
   int kind = src ? m->src_kind : m->dst_kind;
-  if (kind == RSI_EP_RELAY) return true; /* relay slots are dense */
+  int nd = plan->tensors[m->tensor].ndim;
+  if (kind == RSI_EP_RELAY) { /* a slot is dense; a move may take part of it */
+    const rsi_relay *r = &plan->relays[src ? m->src_index : m->dst_index];
+    int64_t strides[RS_MAX_DIMS];
+    rsi_box_dense_strides(nd, plan->boxes.v + r->box + nd, strides);
+    return row_major(nd, rsi_move_extent(plan, m), strides);
+  }
   const rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC
                                                         : RS_SIDE_DST];
   const rsi_shard *s = &side->shards[src ? m->src_index : m->dst_index];
-  int nd = plan->tensors[m->tensor].ndim;
   return row_major(nd, rsi_move_extent(plan, m),
                    rsi_shard_strides(&side->pool, s, nd));
 }
@@ -107,7 +112,7 @@ static rs_status take(const rs_plan *plan, gather *g, int64_t i, bool src,
       const rsi_move *m = &plan->moves[j];
       if (m->dst_kind != RSI_EP_RELAY) continue;
       int64_t top = plan->relays[m->dst_index].staging_offset +
-                    RSI_ALIGN64(m->bytes);
+                    RSI_ALIGN64(plan->relays[m->dst_index].bytes);
       if (top > g->cur.relay_bytes) g->cur.relay_bytes = top;
     }
   if (copy) return RS_OK; /* a copy needs no staging */

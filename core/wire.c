@@ -51,8 +51,10 @@ static void put_u32(writer *w, uint32_t v) {
 rs_status rsi_wire_encode(const rs_layout *l, int rank, void **out,
                           size_t *len, rsi_err *err) {
   writer w = {0};
+  uint32_t nscaled = 0;
+  for (int t = 0; t < l->ntensors; t++) nscaled += l->tensors[t].scales >= 0;
   put_bytes(&w, magic, sizeof magic);
-  put_u32(&w, RSI_WIRE_VERSION);
+  put_u32(&w, nscaled ? RSI_WIRE_VERSION : RSI_WIRE_VERSION_PLAIN);
   put_u32(&w, (uint32_t)rank);
   put_u64(&w, 0); /* total, patched below */
   put_u32(&w, (uint32_t)l->ntensors);
@@ -75,6 +77,18 @@ rs_status rsi_wire_encode(const rs_layout *l, int rank, void **out,
     put_u64(&w, (uint64_t)s->byte_offset);
     for (int k = 0; k < 3 * nd; k++)
       put_u64(&w, (uint64_t)l->pool.v[s->geom + k]);
+  }
+  if (nscaled) {
+    put_u32(&w, nscaled);
+    for (int t = 0; t < l->ntensors; t++) {
+      const rsi_tensor *x = &l->tensors[t];
+      if (x->scales < 0) continue;
+      put_u32(&w, (uint32_t)t);
+      put_u32(&w, (uint32_t)x->scales);
+      put_u64(&w, (uint64_t)x->block[0]);
+      put_u64(&w, (uint64_t)x->block[1]);
+      put_u32(&w, (uint32_t)x->scale_rule);
+    }
   }
   put_u64(&w, 0); /* checksum, patched below */
   if (w.failed) {
@@ -130,6 +144,38 @@ static const char *origin(int from, char *buf, size_t n) {
   RSI_FAIL(err, RS_ERR_CORRUPT, "%s: %s (at byte %zu)",                   \
            origin(from, who, sizeof who), what, r.at)
 
+/* The block-scale declarations of a version 2 encoding, on the tensors
+ * map[] gives. A declaration the layout already has is accepted; another
+ * one on the same tensors is a mismatch. */
+static rs_status decode_scales(rs_layout *l, reader *rp, const int *map,
+                               uint32_t ntensors, int from, rsi_err *err) {
+  reader r = *rp;
+  char who[48];
+  uint32_t n;
+  if (!get_u32(&r, &n)) return CORRUPT("truncated block-scale count");
+  if (n > ntensors) return CORRUPT("more block scales than tensors");
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t v, s, rule;
+    uint64_t b0, b1;
+    if (!get_u32(&r, &v) || !get_u32(&r, &s) || !get_u64(&r, &b0) ||
+        !get_u64(&r, &b1) || !get_u32(&r, &rule))
+      return CORRUPT("truncated block-scale declaration");
+    if (v >= ntensors || s >= ntensors || b0 > INT64_MAX || b1 > INT64_MAX)
+      return CORRUPT("block-scale declaration out of range");
+    rs_status st = rsi_layout_set_block_scales(l, map[v], map[s], (int64_t)b0,
+                                               (int64_t)b1,
+                                               (rs_scale_rule)rule);
+    if (st != RS_OK) {
+      char why[RSI_ERR_MSG_BYTES];
+      snprintf(why, sizeof why, "%s", err->msg);
+      return RSI_FAIL(err, RS_ERR_MISMATCH, "%s: %s",
+                      origin(from, who, sizeof who), why);
+    }
+  }
+  *rp = r;
+  return RS_OK;
+}
+
 rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
                           size_t len, rsi_err *err) {
   reader r = {bytes, len, 0};
@@ -143,10 +189,12 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
   get_u32(&r, &version);
   get_u32(&r, &sender);
   get_u64(&r, &total);
-  if (version != RSI_WIRE_VERSION)
+  if (version != RSI_WIRE_VERSION && version != RSI_WIRE_VERSION_PLAIN)
     return RSI_FAIL(err, RS_ERR_CORRUPT,
-                    "%s: wire version %u, this libreshard reads version %u",
-                    origin(from, who, sizeof who), version, RSI_WIRE_VERSION);
+                    "%s: wire version %u, this libreshard reads versions "
+                    "%u and %u",
+                    origin(from, who, sizeof who), version,
+                    RSI_WIRE_VERSION_PLAIN, RSI_WIRE_VERSION);
   if (total != len)
     return CORRUPT("length field disagrees with the bytes received");
   if (from != RSI_WIRE_ANY_SENDER && sender != (uint32_t)from)
@@ -236,6 +284,8 @@ rs_status rsi_wire_decode(rs_layout *l, int from, const void *bytes,
                                  geom + x->ndim, (int)buffer,
                                  (int64_t)byte_offset, geom + 2 * x->ndim);
   }
+  if (st == RS_OK && version == RSI_WIRE_VERSION)
+    st = decode_scales(l, &r, map, ntensors, from, err);
   if (st == RS_OK && r.at != r.n) st = CORRUPT("trailing bytes");
   free(name);
   free(map);

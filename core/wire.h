@@ -19,7 +19,11 @@
 
 #include "layout.h"
 
-#define RSI_WIRE_VERSION 1u
+/* Version 2 adds, after the shards, the block-scale declarations
+ * (rs_layout_set_block_scales); a layout without any is written as
+ * version 1, byte for byte what 0.3 wrote. Both are read. */
+#define RSI_WIRE_VERSION 2u
+#define RSI_WIRE_VERSION_PLAIN 1u
 #define RSI_WIRE_ANY_SENDER (-2)
 
 /* Encode every tensor and shard of layout; *out is malloc'd. */

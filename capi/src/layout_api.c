@@ -26,6 +26,22 @@ rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
   return rsi_layout_add_tensor(layout, name, dtype, ndim, shape);
 }
 
+rs_status rs_layout_set_block_scales(rs_layout *layout, const char *values,
+                                     const char *scales, int64_t block_rows,
+                                     int64_t block_cols, rs_scale_rule rule) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_set_block_scales");
+  rsi_err *err = layout->ctx->err;
+  API_REQUIRE(values, err, "rs_layout_set_block_scales");
+  API_REQUIRE(scales, err, "rs_layout_set_block_scales");
+  int v = rsi_layout_find(layout, values), s = rsi_layout_find(layout, scales);
+  if (v < 0 || s < 0)
+    return RSI_FAIL(err, RS_ERR_UNKNOWN_TENSOR,
+                    "no tensor named '%s' in this layout",
+                    v < 0 ? values : scales);
+  return rsi_layout_set_block_scales(layout, v, s, block_rows, block_cols,
+                                     rule);
+}
+
 rs_status rs_layout_add_shard(rs_layout *layout, const char *name, int rank,
                               const int64_t *offset, const int64_t *extent,
                               int buffer, int64_t byte_offset,
@@ -58,20 +74,19 @@ rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
                                const int *placements, const int64_t *coord,
                                int64_t *offset, int64_t *extent) {
   rsi_err *err = rsi_thread_err();
+  /* Out arrays are zeroed before anything is checked; their length is
+   * known only when ndim is valid. rsi_dtensor_box writes them whole. */
+  bool sized = ndim >= 1 && ndim <= RS_MAX_DIMS;
+  if (sized && offset) memset(offset, 0, (size_t)ndim * sizeof *offset);
+  if (sized && extent) memset(extent, 0, (size_t)ndim * sizeof *extent);
   API_REQUIRE(shape, err, "rs_dtensor_local_box");
   API_REQUIRE(mesh_shape, err, "rs_dtensor_local_box");
   API_REQUIRE(placements, err, "rs_dtensor_local_box");
   API_REQUIRE(coord, err, "rs_dtensor_local_box");
   API_REQUIRE(offset, err, "rs_dtensor_local_box");
   API_REQUIRE(extent, err, "rs_dtensor_local_box");
-  rs_status st = rsi_dtensor_box(ndim, shape, mesh_ndim, mesh_shape,
-                                 placements, coord, offset, extent, err);
-  if (st != RS_OK && ndim >= 1 && ndim <= RS_MAX_DIMS) {
-    /* out-parameters are zero on failure, not half a box */
-    memset(offset, 0, (size_t)ndim * sizeof *offset);
-    memset(extent, 0, (size_t)ndim * sizeof *extent);
-  }
-  return st;
+  return rsi_dtensor_box(ndim, shape, mesh_ndim, mesh_shape, placements,
+                         coord, offset, extent, err);
 }
 
 rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {

@@ -63,8 +63,10 @@ static const create_case create_cases[] = {
      {{PT, 1, {0, 0}, {8, 7}, 0, 0, NULL}}, RS_ERR_INCOMPATIBLE, PT},
     {"ndim_differs", {PT86}, {{PT, F32, 1, {48}}}, {ALL86(0)},
      {{PT, 1, {0}, {48}, 0, 0, NULL}}, RS_ERR_INCOMPATIBLE, PT},
-    {"dtype_differs", {PT86}, {{PT, RS_DTYPE_BF16, 2, {8, 6}}}, {ALL86(0)},
-     {ALL86(1)}, RS_ERR_UNSUPPORTED, PT},
+    /* fp8 needs its block scales declared */
+    {"dtype_differs_fp8_without_scales", {PT86},
+     {{PT, RS_DTYPE_F8_E4M3, 2, {8, 6}}}, {ALL86(0)}, {ALL86(1)},
+     RS_ERR_UNSUPPORTED, PT},
     {"dtype_differs_same_size", {PT86}, {{PT, RS_DTYPE_I32, 2, {8, 6}}},
      {ALL86(0)}, {ALL86(1)}, RS_ERR_UNSUPPORTED, PT},
     /* the source holds rows 0..6 and misses row 7 */

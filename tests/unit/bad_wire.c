@@ -185,8 +185,11 @@ static const wire_case wire_cases[] = {
      NULL},
     {"magic_in_lower_case", RAW(W_MAGIC, 0, 0, "rslayout"), CORRUPT,
      "RSLAYOUT", NULL},
-    {"future_wire_version", SPEC({F_VERSION, 2}), CORRUPT, "wire version 2",
-     "version 1"},
+    {"future_wire_version", SPEC({F_VERSION, 3}), CORRUPT, "wire version 3",
+     "versions 1 and 2"},
+    /* version 2 promises block-scale declarations after the shards */
+    {"version_2_without_its_block_scales", SPEC({F_VERSION, 2}), CORRUPT,
+     "truncated block-scale count", NULL},
     {"wire_version_zero", SPEC({F_VERSION, 0}), CORRUPT, "wire version 0",
      NULL},
     {"wire_version_all_ones", SPEC({F_VERSION, UINT32_MAX}), CORRUPT,

@@ -496,6 +496,42 @@ static inline void rh_check_stats(const rh *h, int64_t staging_limit) {
   free(m);
 }
 
+static inline bool rh_move_meets_shard(const rh_move *m, const rt_shard *s) {
+  for (int d = 0; d < s->ndim; d++) {
+    int64_t lo = m->off[d] > s->off[d] ? m->off[d] : s->off[d];
+    int64_t hm = m->off[d] + m->ext[d], hs = s->off[d] + s->ext[d];
+    if ((hm < hs ? hm : hs) <= lo) return false;
+  }
+  return true;
+}
+
+/* Locality first: no move between ranks carries an element that the
+ * receiving rank holds in a source shard of its own, and no move across
+ * domains carries one that any rank of the receiving domain holds. */
+static inline void rh_check_locality(const rh *h) {
+  int64_t n = 0;
+  rh_move *m = rh_moves(h, &n);
+  for (int64_t i = 0; i < n; i++) {
+    if (m[i].route == RS_ROUTE_LOCAL) continue;
+    int dd = rh_domain(h, m[i].dst);
+    for (int k = 0; k < h->nsh[RS_SIDE_SRC]; k++) {
+      const rt_shard *s = &h->sh[RS_SIDE_SRC][k];
+      if (s->tid != m[i].tid || !rh_move_meets_shard(&m[i], s)) continue;
+      if (s->rank == m[i].dst)
+        cr_assert_fail("%s: move %lld of %s (%d->%d) sends elements rank %d "
+                       "holds in its own source shard %d", h->where,
+                       (long long)i, h->t[m[i].tid].name, m[i].src, m[i].dst,
+                       m[i].dst, k);
+      if (m[i].route == RS_ROUTE_INTER && rh_domain(h, s->rank) == dd)
+        cr_assert_fail("%s: move %lld of %s (%d->%d) crosses into domain %d, "
+                       "where rank %d holds its elements (source shard %d)",
+                       h->where, (long long)i, h->t[m[i].tid].name, m[i].src,
+                       m[i].dst, dd, s->rank, k);
+    }
+  }
+  free(m);
+}
+
 /* Two plans made from the same inputs have the same moves, in order. */
 static inline void rh_same_moves(const rh *a, const rs_plan *other) {
   int64_t n1 = -1, n2 = -2;

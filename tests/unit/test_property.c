@@ -196,7 +196,29 @@ static const int64_t size_cap_large[7] = {0, 60000, 250, 40, 16, 9, 6};
 static struct {
   int64_t cases, src_shards, dst_shards, dst_elems, moves, inter_bytes;
   int64_t staging_checked; /* ranks whose real staging was checked */
+  int64_t self_plans;      /* plans from a source layout to itself */
 } totals;
+
+/* A plan from the source layout to itself moves nothing between ranks.
+ * (A source layout with two shards on one rank in the same bytes is no
+ * destination: then there is no such plan.) */
+static void check_self_plan(const rh *h, const char *where) {
+  rs_plan *self = NULL;
+  rs_status st = rs_plan_create(h->lay[0], h->lay[0], &self);
+  if (st == RS_ERR_OVERLAP) return;
+  cr_assert_eq(st, RS_OK, "%s: plan from the source to itself: %s", where,
+               rs_context_last_error(h->ctx));
+  int64_t sent = -1;
+  cr_assert_eq(rs_plan_stat(self, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTRA,
+                            &sent), RS_OK, "%s", where);
+  int64_t inter = -1;
+  cr_assert_eq(rs_plan_stat(self, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTER,
+                            &inter), RS_OK, "%s", where);
+  cr_assert_eq(sent + inter, 0, "%s: a plan from the source to itself sends "
+               "%lld bytes between ranks", where, (long long)(sent + inter));
+  totals.self_plans++;
+  rs_plan_destroy(self);
+}
 
 static void run_case(uint64_t seed, int index, bool large) {
   rng r = {rt_mix(seed ^ rt_mix((uint64_t)index * RT_GOLDEN) ^
@@ -254,6 +276,8 @@ static void run_case(uint64_t seed, int index, bool large) {
   rh_check_destinations(&h);
   rh_check_sources_intact(&h);
   rh_check_stats(&h, staging);
+  rh_check_locality(&h);
+  check_self_plan(&h, where);
   /* What the executor really allocated is what the plan said, and within
    * the setting. */
   for (int rank = 0; rank < world; rank++) {
@@ -312,13 +336,19 @@ static void run_part(int part) {
   }
   cr_log_info("property part %d: %lld cases, %lld src shards, %lld dst "
               "shards, %lld dst elements checked, %lld moves, %lld bytes "
-              "across domains, real staging of %lld ranks checked",
+              "across domains, real staging of %lld ranks checked, %lld plans "
+              "from a source layout to itself",
               part, (long long)totals.cases,
               (long long)totals.src_shards, (long long)totals.dst_shards,
               (long long)totals.dst_elems, (long long)totals.moves,
               (long long)totals.inter_bytes,
-              (long long)totals.staging_checked);
+              (long long)totals.staging_checked,
+              (long long)totals.self_plans);
   cr_assert_gt(totals.staging_checked, 0, "no rank's staging was checked");
+  if (!one)
+    cr_assert_gt(totals.self_plans, totals.cases / 2, "only %lld of %lld "
+                 "self plans were made", (long long)totals.self_plans,
+                 (long long)totals.cases);
 }
 
 /* Fewer, larger cases (<= 65536 elements per tensor), always 64 KiB of

@@ -57,7 +57,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 3
+#define RS_VERSION_MINOR 4
 #define RS_VERSION_PATCH 0
 /* The three lines above are the one place the version is written: the
  * build (CMakeLists.txt) reads them, so they must stay one plain number
@@ -266,7 +266,11 @@ typedef enum rs_param {
    *  4 MiB, so that programs written for 0.1 run unchanged. */
   RS_PARAM_SLICE_BYTES = 101,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
-   *  Default 60000; bounds [1, 86400000]. */
+   *  Default 60000; bounds [1, 86400000]. After a timeout the context is
+   *  done: every later rs_plan_execute and rs_layout_allgather on it
+   *  returns RS_ERR_TRANSPORT at once (see rs_plan_execute for what to do
+   *  next). A rank whose own input is refused does not make the others
+   *  wait for it: see rs_plan_execute and rs_layout_allgather. */
   RS_PARAM_TIMEOUT_MS = 200,
   /** 1: every message between processes carries an XXH3-64 checksum that
    *  the receiver verifies; a mismatch gives RS_ERR_CORRUPT. 0: off.
@@ -372,9 +376,12 @@ RS_API rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
  * The box a DTensor placement gives the mesh coordinate @p coord (mesh_ndim
  * entries) of a tensor of shape @p shape: offset and extent, ndim entries
  * each, written by the caller-provided arrays. An empty shard has extent 0
- * in the sharded dim. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_SHAPE,
- * RS_ERR_TOO_MANY_DIMS, RS_ERR_INVALID_ARGUMENT (coordinate outside the
- * mesh, bad placement). Details in rs_last_error(). @since 0.1
+ * in the sharded dim. On failure both arrays (those not NULL) are all
+ * zero, whichever check failed; with ndim outside 1..RS_MAX_DIMS their
+ * length is unknown and they are left alone.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_SHAPE, RS_ERR_TOO_MANY_DIMS,
+ * RS_ERR_INVALID_ARGUMENT (coordinate outside the mesh, bad placement, a
+ * mesh axis < 1). Details in rs_last_error(). @since 0.1
  */
 RS_API rs_status rs_dtensor_local_box(int ndim, const int64_t *shape,
                                       int mesh_ndim,
@@ -382,6 +389,77 @@ RS_API rs_status rs_dtensor_local_box(int ndim, const int64_t *shape,
                                       const int *placements,
                                       const int64_t *coord, int64_t *offset,
                                       int64_t *extent);
+
+/* ------------------------------------------------------------------------ */
+/* Changing dtype on the way                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A destination tensor may have another dtype than its source; the plan
+ * converts on the way, where it makes the fewest bytes travel.
+ *
+ * Plain casts, declared by giving the destination tensor another dtype:
+ * between f32, bf16 and f16 in any direction, each element rounded to
+ * nearest, ties to even; out of range becomes infinity as IEEE does; a NaN
+ * stays a NaN. The sender converts when the destination dtype is the
+ * narrower, the receiver otherwise.
+ *
+ * Block-scaled fp8: a destination tensor in RS_DTYPE_F8_E4M3 (OCP E4M3FN,
+ * largest 448) from a f32, bf16 or f16 source, with a companion f32 scale
+ * tensor declared by rs_layout_set_block_scales. Where one source rank
+ * holds every block of a piece whole, it converts before sending (1 byte
+ * an element on the wire, and 4 per block for the scales); where blocks
+ * are split across source shards, their parts travel in the source dtype
+ * and the receiver converts once the block has arrived.
+ *
+ * Any other pair gives RS_ERR_UNSUPPORTED from rs_plan_create.
+ */
+
+/** How the scale of a block is chosen (rs_layout_set_block_scales).
+ *  Pinned values. @since 0.4 */
+typedef enum rs_scale_rule {
+  RS_SCALE_AMAX = 1, /**< scale = amax / 448 */
+  RS_SCALE_UE8M0 = 2 /**< scale = 2^ceil(log2(amax / 448)), a power of two
+                          (the "UE8M0" scales engines use on Blackwell) */
+} rs_scale_rule;
+
+/**
+ * Declare that tensor @p values (RS_DTYPE_F8_E4M3) is quantized in blocks
+ * of @p block_rows x @p block_cols elements over its last two dims (a 1-D
+ * tensor: blocks of @p block_cols, with @p block_rows 1; leading dims are
+ * independent; a block at an edge holds what is there), with one f32
+ * scale per block in tensor @p scales, whose shape is the values' with the
+ * last two dims divided by the block, rounded up. Both tensors must be
+ * declared first; the scales are placed with shards like any tensor
+ * (vLLM keeps weight_scale_inv beside weight) and are not in the source
+ * layout. Declare it in the destination layout. The rule, per block, over
+ * the block's source values taken to f32 exactly:
+ *
+ *     amax  = max |x|               (a NaN in the block makes it NaN)
+ *     scale = amax / 448            (RS_SCALE_AMAX)
+ *             2^ceil(log2(amax/448)) (RS_SCALE_UE8M0); 1 when amax is 0
+ *     value = saturate(round_nearest_even(x / scale)) to +-448,
+ *             x / scale an f32 division
+ *
+ * and a reader takes value * scale. (A NaN amax gives a NaN scale and an
+ * all-NaN block; an amax / 448 that underflows to 0 gives the smallest
+ * positive f32; UE8M0 scales are at least 2^-127, the format's smallest.)
+ * rs_plan_create then needs every
+ * destination shard of @p values to hold whole blocks, and every rank that
+ * holds a block's scale to hold that block's values in a destination shard
+ * too (RS_ERR_UNSUPPORTED names the tensor and block). Travels with
+ * rs_layout_serialize and rs_layout_allgather. Declaring the same thing
+ * again is a no-op.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_TENSOR, RS_ERR_INVALID_ARGUMENT
+ * (values not f8_e4m3, scales not f32 or of another shape, block size < 1,
+ * unknown rule, a tensor already in another declaration). @since 0.4
+ */
+RS_API rs_status rs_layout_set_block_scales(rs_layout *layout,
+                                            const char *values,
+                                            const char *scales,
+                                            int64_t block_rows,
+                                            int64_t block_cols,
+                                            rs_scale_rule rule);
 
 /** Number of tensors declared. Errors: RS_ERR_NULL_POINTER. @since 0.1 */
 RS_API rs_status rs_layout_num_tensors(const rs_layout *layout, int *out);
@@ -453,7 +531,14 @@ typedef enum rs_stat {
                                       execute the plan (two halves, each
                                       as large as its largest step needs;
                                       at most RS_PARAM_STAGING_BYTES) */
-  RS_STAT_MOVES = 10             /**< moves the rank takes part in */
+  RS_STAT_MOVES = 10,            /**< moves the rank takes part in */
+  RS_STAT_CONVERTED_SENDING = 11,  /**< elements the rank converts to
+                                        another dtype before sending them
+                                        (fp8 scales count one a block)
+                                        (@since 0.4) */
+  RS_STAT_CONVERTED_RECEIVING = 12 /**< elements it converts once they
+                                        arrived, or in a copy inside the
+                                        rank (@since 0.4) */
 } rs_stat;
 
 /**
@@ -514,8 +599,18 @@ RS_API rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out);
 
 /**
  * The whole plan as JSON (tensors, per-rank figures, every move with its
- * box, ranks, route and round). *json is NUL-terminated, owned by the
- * caller and freed with rs_free(); *length (may be NULL) gets its length.
+ * box, ranks, route and round). "ranks" holds an object only for each rank
+ * that takes part (sends, receives, copies or stages anything), in rank
+ * order, each naming its "rank"; "idle_ranks" counts the others (since
+ * 0.4; before, every rank had an entry), so the text grows with the work,
+ * not with the world size. Where the plan changes dtype (since 0.4) a
+ * tensor names its "dst_dtype" (and its "scales" tensor, "block" and
+ * "scale_rule", or for a scale tensor "scales_of"), a rank its
+ * "converted_sending" / "converted_receiving" elements, and a move that
+ * converts its "wire_dtype" and where it "converts": "sender", "receiver"
+ * or "copy" (inside one rank); a move that computes block scales from
+ * values says "computes_scales". *json is NUL-terminated, owned by the caller
+ * and freed with rs_free(); *length (may be NULL) gets its length.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_NO_MEMORY. @since 0.1
  */
 RS_API rs_status rs_plan_to_json(const rs_plan *plan, char **json,
@@ -571,16 +666,38 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * rank waited for, or the one it was waiting for in turn). Every rank
  * returns within the timeout plus a quarter of it (at most 200 ms, spent
  * learning who went silent first) plus at most 50 ms to abandon what is
- * posted. After any of these the context is done: every later
- * rs_plan_execute and rs_layout_allgather on it returns RS_ERR_TRANSPORT
- * with the first reason; destination buffers may be partly written;
- * destroy the context and create a new one. A failure in the agreement of
- * a new plan's inputs (RS_ERR_MISMATCH naming the differing section)
- * leaves the context usable.
+ * posted.
+ *
+ * A rank whose own checks (above) refuse the execution still tells the
+ * others, so that none waits out the timeout for it. At a plan's first
+ * execution the refusal travels in the agreement: the refusing rank returns
+ * its own status (say RS_ERR_UNKNOWN_BUFFER) and message, every other rank
+ * RS_ERR_MISMATCH with the message "rank N: <its message>; it refused
+ * (<its status>) ...", within milliseconds; nothing moved and every
+ * context stays usable (bind what was missing and execute again on every
+ * rank). At a later execution the refusing rank returns its own status but
+ * gives up as after a failure: the plan's peers get RS_ERR_TRANSPORT naming
+ * it and its status (over MPI at once; over NCCL, which carries no
+ * notices, after their timeout), and every context involved is done.
+ *
+ * After RS_ERR_TIMEOUT, RS_ERR_TRANSPORT, RS_ERR_CORRUPT, a mismatch found
+ * in the hello of an agreed plan, or rs_context_abort, the context is done
+ * (fail-stop): every later rs_plan_execute, rs_plan_execute_async and
+ * rs_layout_allgather on it returns RS_ERR_TRANSPORT at once with the first
+ * reason, without taking part in anything, and destination buffers may be
+ * partly written. What to do next: destroy every plan and layout made from
+ * the context and the context itself (any order); create a new context (on
+ * MPI from a communicator that every live rank calls with: the same one
+ * when every process lives, else a new one such as an MPI_Comm_split or
+ * ULFM-shrunk one; on NCCL from a new NCCL communicator); build the
+ * layouts again (rs_layout_allgather), plan, bind and execute. A failure
+ * in the agreement of a new plan's inputs (RS_ERR_MISMATCH naming the
+ * differing section, or the rank that refused) leaves the context usable.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_BUFFER (a needed buffer is
  * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
- * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH, RS_ERR_TRANSPORT,
- * RS_ERR_TIMEOUT, RS_ERR_CORRUPT. @since 0.1
+ * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH (ranks disagree, or another
+ * rank refused the plan's first execution), RS_ERR_TRANSPORT (a peer gave
+ * up, or the context is done), RS_ERR_TIMEOUT, RS_ERR_CORRUPT. @since 0.1
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
 
@@ -594,11 +711,22 @@ RS_API rs_status rs_plan_execute(rs_plan *plan);
  * ranks; a rank that does not call within RS_PARAM_TIMEOUT_MS gives
  * RS_ERR_TIMEOUT on the others. Bytes received are decoded by a versioned,
  * size-checked wire format and validated like rs_layout_add_shard.
+ * A rank whose own layout is refused (a shard of another rank, no memory
+ * to encode it) still takes part, so that no rank waits out the timeout
+ * for it: it returns its own status and message, and every other rank,
+ * within milliseconds, RS_ERR_MISMATCH with the message "rank N: <its
+ * message>; it refused (<its status>) ..."; no layout changes and the
+ * context stays usable. A rank whose context is done (after a timeout or
+ * a transport failure) takes part in nothing: it returns RS_ERR_TRANSPORT
+ * at once.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (a shard of another
- * rank), RS_ERR_UNSUPPORTED (a context that drives every rank itself), RS_ERR_MISMATCH (two
- * ranks declare one tensor differently), RS_ERR_CORRUPT (malformed bytes),
- * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT, and every status of rs_layout_add_shard.
- * On failure the layout is unchanged. @since 0.1
+ * rank), RS_ERR_UNSUPPORTED (a context that drives every rank itself),
+ * RS_ERR_MISMATCH (two ranks declare one tensor differently, or another
+ * rank refused its layout), RS_ERR_CORRUPT (malformed bytes),
+ * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the context is done), and every status
+ * of rs_layout_add_shard. After RS_ERR_TIMEOUT or RS_ERR_TRANSPORT the
+ * context is done (see rs_plan_execute for what to do next). On failure
+ * the layout is unchanged. @since 0.1
  */
 RS_API rs_status rs_layout_allgather(rs_layout *layout);
 
@@ -680,8 +808,10 @@ RS_API rs_status rs_plan_wait(rs_plan *plan);
  * Make the execution in flight on @p ctx (or the next one) fail at once
  * with RS_ERR_TRANSPORT, as when a peer is known to be dead: the waiting
  * call returns within milliseconds, tells the peers (between processes),
- * and the context is done (fail-stop, as after any transport failure).
- * The one call that may be made from another thread while the context is
+ * and the context is done (fail-stop, as after any transport failure:
+ * every later rs_plan_execute and rs_layout_allgather on it returns
+ * RS_ERR_TRANSPORT; destroy its plans, layouts and the context, and create
+ * a new one, see rs_plan_execute). The one call that may be made from another thread while the context is
  * in use. NULL does nothing. Errors: none (RS_OK). @since 0.2
  */
 RS_API rs_status rs_context_abort(rs_context *ctx);
