@@ -22,10 +22,44 @@ enum { RSI_MEMORY_HOST = 0, RSI_MEMORY_CUDA = 1 };
 /* Elements [lo, hi) (row-major order of a box of `extent`) from src to
  * dst. Each side is strided (element strides; the pointer is element 0 of
  * the box) or, with `dense_*`, a dense stream whose pointer holds element
- * lo. Strides are held here, so a batch owns everything it describes. */
+ * lo (elements of that side's dtype). Strides are held here, so a batch
+ * owns everything it describes. */
+/* What a copy does to the elements on the way (rsi_copy.op). */
+enum {
+  RSI_COPY_PLAIN = 0,    /* the bytes as they are, esize each */
+  RSI_COPY_CAST = 1,     /* each element from src_dtype to dst_dtype (f32,
+                            bf16, f16: convert.h) */
+  RSI_COPY_QUANTIZE = 2, /* src_dtype to f8_e4m3, each element with the
+                            scale of its block (blocks) */
+  RSI_COPY_SCALES = 3    /* the f32 scale of each block, from its values
+                            (blocks) */
+};
+
+/* The blocks of a block-scaled tensor as one copy sees them. The values'
+ * tensor's last two dims (`rows` x `cols`; a 1-D tensor has rows 1 and
+ * its only dim is the column dim) are cut into blocks of b0 x b1; leading
+ * dims are independent. The rule is convert.h's.
+ * QUANTIZE: the box is a box of the values; (row0, col0) are the global
+ * row and column (in the last two dims) of its first element. The source
+ * end is strided and holds every whole block the box meets: blocks are
+ * read from the box's first element with src_strides, reaching before and
+ * after the box.
+ * SCALES: the box is a box of the scale tensor (one element a block);
+ * (row0, col0) are the global block row and column of its first element.
+ * The source end is the values (src_dtype), strided: src points at the
+ * first element of the block of the box's first element, src_strides are
+ * the values' strides (ndim of them, like the box's). */
+typedef struct rsi_copy_blocks {
+  int64_t rows, cols, b0, b1, row0, col0;
+  bool ue8m0;
+} rsi_copy_blocks;
+
 typedef struct rsi_copy {
   int ndim;
-  int esize;
+  int esize;     /* PLAIN: bytes an element */
+  int op;        /* RSI_COPY_* */
+  int src_dtype, dst_dtype; /* rs_dtype at each side (any op) */
+  rsi_copy_blocks blocks;   /* QUANTIZE, SCALES */
   bool dense_dst, dense_src;
   char *dst;
   const char *src;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "box.h"
+#include "dtype.h"
 #include "exec_guard.h"
 #include "grow.h"
 #include "transport/transport.h"
@@ -123,16 +124,49 @@ typedef struct where {
   char *relay;
 } where;
 
+/* The element type held at an end of kind `kind` (shard or relay slot
+ * `index`) of tensor t. */
+static rs_dtype end_dtype(const rs_plan *plan, int32_t t, int kind,
+                          int32_t index) {
+  if (kind == RSI_EP_RELAY) return (rs_dtype)plan->relays[index].dtype;
+  return kind == RSI_EP_SRC ? plan->conv[t].src_dtype
+                            : plan->conv[t].dst_dtype;
+}
+
+/* The move's element types at its source end, on the wire and at its
+ * destination end. */
+typedef struct move_types {
+  rs_dtype src, wire, dst;
+} move_types;
+
+static move_types types_of(const rsi_move *m) {
+  return (move_types){(rs_dtype)m->src_dtype, (rs_dtype)m->wire_dtype,
+                      (rs_dtype)m->dst_dtype};
+}
+
+/* The tensor whose memory is at one end of a move: the values, at the
+ * source end of a move that computes their scales. */
+static int32_t end_tensor(const rs_plan *plan, const rsi_move *m, bool src) {
+  return src && m->computes_scales ? plan->conv[m->tensor].values : m->tensor;
+}
+
 /* Address of the move's first element at one end, and that end's strides
- * (pointer arithmetic only: nothing is read). */
+ * (pointer arithmetic only: nothing is read). At the values' end of a
+ * move that computes scales, the first element of the block of the box's
+ * first element, with the values' strides. */
 static char *endpoint(const where *w, const rsi_move *m, bool src,
                       int64_t *strides) {
   const rs_plan *plan = w->plan;
   int kind = src ? m->src_kind : m->dst_kind;
   int index = src ? m->src_index : m->dst_index;
-  const rsi_tensor *t = &plan->tensors[m->tensor];
-  const int64_t *moff = rsi_move_offset(plan, m);
-  int nd = t->ndim;
+  int32_t t = end_tensor(plan, m, src);
+  int nd = plan->tensors[t].ndim;
+  int64_t first[RS_MAX_DIMS];
+  memcpy(first, rsi_move_offset(plan, m), (size_t)nd * sizeof *first);
+  if (t != m->tensor) { /* block coordinates to element coordinates */
+    if (nd >= 2) first[nd - 2] *= plan->conv[t].b0;
+    if (nd >= 1) first[nd - 1] *= plan->conv[t].b1;
+  }
   char *base;
   const int64_t *origin;
   if (kind == RSI_EP_RELAY) {
@@ -151,45 +185,89 @@ static char *endpoint(const where *w, const rsi_move *m, bool src,
            s->byte_offset;
   }
   int64_t off = 0;
-  for (int d = 0; d < nd; d++) off += (moff[d] - origin[d]) * strides[d];
-  return base + off * t->esize;
+  for (int d = 0; d < nd; d++) off += (first[d] - origin[d]) * strides[d];
+  return base + off * (int64_t)rsi_dtype_size(end_dtype(plan, t, kind, index));
 }
 
 /* ---- batches of copies ------------------------------------------------------ */
 
-/* A new copy in the batch, of the whole box of move m. */
+/* The blocks of the block-scaled values tensor v, with the first element
+ * of box offset `off` at (row0, col0): a box of v's elements, or of its
+ * scale tensor's (block coordinates). */
+static rsi_copy_blocks blocks_of(const rs_plan *plan, int32_t v,
+                                 const int64_t *off) {
+  const rsi_tensor *t = &plan->tensors[v];
+  const rsi_conversion *cv = &plan->conv[v];
+  int nd = t->ndim;
+  return (rsi_copy_blocks){
+      .rows = nd >= 2 ? t->shape[nd - 2] : 1,
+      .cols = nd >= 1 ? t->shape[nd - 1] : 1,
+      .b0 = cv->b0,
+      .b1 = cv->b1,
+      .row0 = nd >= 2 ? off[nd - 2] : 0,
+      .col0 = nd >= 1 ? off[nd - 1] : 0,
+      .ue8m0 = cv->ue8m0};
+}
+
+/* A new copy in the batch, of the whole box of move m, from dtype `from`
+ * to `to`; `scales`: it computes the block scales of m's box. */
 static rs_status add_copy(rsi_driver *d, const where *w, const rsi_move *m,
+                          rs_dtype from, rs_dtype to, bool scales,
                           rsi_copy **out, rsi_err *err) {
   RSI_TRY(rsi_grow((void **)&d->batch, &d->cap_batch, d->nbatch + 1,
                    sizeof *d->batch, 64, err));
   rsi_copy *c = &d->batch[d->nbatch++];
-  const rsi_tensor *t = &w->plan->tensors[m->tensor];
-  c->ndim = t->ndim;
-  c->esize = t->esize;
-  memcpy(c->extent, rsi_move_extent(w->plan, m),
-         (size_t)t->ndim * sizeof *c->extent);
+  const rs_plan *plan = w->plan;
+  int nd = plan->tensors[m->tensor].ndim;
+  const int64_t *off = rsi_move_offset(plan, m);
+  *c = (rsi_copy){.ndim = nd,
+                  .esize = (int)rsi_dtype_size(from),
+                  .src_dtype = from,
+                  .dst_dtype = to};
+  if (scales) {
+    c->op = RSI_COPY_SCALES;
+    c->blocks = blocks_of(plan, plan->conv[m->tensor].values, off);
+  } else if (from == to) {
+    c->op = RSI_COPY_PLAIN;
+  } else if (to == RS_DTYPE_F8_E4M3) {
+    c->op = RSI_COPY_QUANTIZE;
+    c->blocks = blocks_of(plan, m->tensor, off);
+  } else {
+    c->op = RSI_COPY_CAST;
+  }
+  memcpy(c->extent, rsi_move_extent(plan, m), (size_t)nd * sizeof *c->extent);
   c->lo = 0;
-  rsi_box_volume(t->ndim, c->extent, &c->hi);
+  rsi_box_volume(nd, c->extent, &c->hi);
   *out = c;
   return RS_OK;
 }
 
 /* Move m between its memory at one end and a dense stream at `dense`
- * (pack: memory to stream; else stream to memory). */
+ * (pack: memory to stream, converting src -> wire dtype, computing scales
+ * where the move does; else stream to memory, wire -> dst dtype). */
 static rs_status stream_copy(rsi_driver *d, const where *w, const rsi_move *m,
                              char *dense, bool pack, rsi_err *err) {
+  move_types ty = types_of(m);
   rsi_copy *c;
-  RSI_TRY(add_copy(d, w, m, &c, err));
+  RSI_TRY(add_copy(d, w, m, pack ? ty.src : ty.wire, pack ? ty.wire : ty.dst,
+                   pack && m->computes_scales, &c, err));
   char *mem = endpoint(w, m, pack, pack ? c->src_strides : c->dst_strides);
   c->dense_dst = pack;
   c->dense_src = !pack;
   c->dst = pack ? dense : mem;
   c->src = pack ? mem : dense;
+  if (!pack && c->op == RSI_COPY_QUANTIZE) {
+    /* the engine reads blocks through strides: the stream as the dense
+     * box it is (lo is 0, so it starts at element 0); the plan sends
+     * whole blocks to a receiver that quantizes */
+    c->dense_src = false;
+    rsi_box_dense_strides(c->ndim, c->extent, c->src_strides);
+  }
   return RS_OK;
 }
 
 /* A segment's moves between their memory and a stream in which each move
- * is 16-aligned. */
+ * is 16-aligned (each m->bytes long: its elements in the wire dtype). */
 static rs_status stream_segment(rsi_driver *d, const where *w,
                                 const rsi_segment *g, char *stream, bool pack,
                                 rsi_err *err) {
@@ -203,14 +281,37 @@ static rs_status stream_segment(rsi_driver *d, const where *w,
   return RS_OK;
 }
 
-/* A move inside one rank: memory to memory. */
+/* A move inside one rank: memory to memory, src -> dst dtype. */
 static rs_status local_copy(rsi_driver *d, const where *w, const rsi_move *m,
                             rsi_err *err) {
+  move_types ty = types_of(m);
   rsi_copy *c;
-  RSI_TRY(add_copy(d, w, m, &c, err));
+  RSI_TRY(add_copy(d, w, m, ty.src, ty.dst, m->computes_scales, &c, err));
   c->dense_dst = c->dense_src = false;
   c->src = endpoint(w, m, true, c->src_strides);
   c->dst = endpoint(w, m, false, c->dst_strides);
+  return RS_OK;
+}
+
+/* Whether segment g travels straight from the sender's memory (src) or
+ * into the receiver's, without staging. The planner never lets a move
+ * that converts at that hop go straight; were it to, staging was not
+ * counted for it either, so the step fails instead. */
+static rs_status goes_straight(const rs_plan *plan, const rsi_segment *g,
+                               bool src, bool *straight, rsi_err *err) {
+  *straight = rsi_segment_staging(plan, g, src) == 0;
+  if (!*straight) return RS_OK;
+  const rsi_move *m = &plan->moves[g->first];
+  move_types ty = types_of(m);
+  bool converts = src ? ty.src != ty.wire || m->computes_scales
+                      : ty.wire != ty.dst;
+  if (converts)
+    return RSI_FAIL(err, RS_ERR_INTERNAL,
+                    "move %lld of tensor %d converts (%s -> %s -> %s) at "
+                    "the %s but was planned to go straight, without staging",
+                    (long long)g->first, (int)m->tensor,
+                    rsi_dtype_name(ty.src), rsi_dtype_name(ty.wire),
+                    rsi_dtype_name(ty.dst), src ? "sender" : "receiver");
   return RS_OK;
 }
 
@@ -288,7 +389,9 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       rsi_segment g = rsi_segment_at(plan, msg, j);
       rsi_arrival *a = &p->arrivals[h][p->narrivals[h]++];
       *a = (rsi_arrival){g, NULL, false};
-      if (rsi_segment_staging(plan, &g, false) == 0) { /* straight in */
+      bool straight;
+      RSI_TRY(goes_straight(plan, &g, false, &straight, err));
+      if (straight) {
         int64_t strides[RS_MAX_DIMS];
         char *into = endpoint(&w, &plan->moves[j], false, strides);
         a->in_place = true;
@@ -315,7 +418,9 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
         continue;
       }
       rsi_segment g = rsi_segment_at(plan, msg, j);
-      if (rsi_segment_staging(plan, &g, true) != 0) {
+      bool straight;
+      RSI_TRY(goes_straight(plan, &g, true, &straight, err));
+      if (!straight) {
         RSI_TRY(stream_segment(d, &w, &g, seg + pack_at, true, err));
         pack_at += RSI_ALIGN64(g.bytes);
       }
@@ -329,7 +434,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
     for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
       rsi_segment g = rsi_segment_at(plan, msg, j);
       const char *from;
-      if (rsi_segment_staging(plan, &g, true) == 0) {
+      if (rsi_segment_staging(plan, &g, true) == 0) { /* checked at pack */
         int64_t strides[RS_MAX_DIMS];
         from = endpoint(&w, &plan->moves[j], true, strides);
       } else {

@@ -17,3 +17,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update
   $sudo apt-get install -y "${missing[@]}"
 fi
+/usr/bin/python3 -c 'import ml_dtypes' 2>/dev/null || /usr/bin/python3 -m pip install -q --break-system-packages 'ml_dtypes==0.5.4' # test_convert's reference; 0.5.x keeps Debian's numpy 1.x

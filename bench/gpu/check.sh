@@ -7,7 +7,8 @@
 #   3 build the targets reshard reshard_nccl nccl_reshard
 #   4 build bench/gpu/pack_check with nvcc (the `// build:` lines of its
 #     header comment if it has any, else the recipe written there)
-#   5 run pack_check     (the CUDA copy kernel: correctness, bandwidth)
+#   5 run pack_check     (the CUDA copy and conversion kernels:
+#     correctness, bandwidth)
 #   6 run nccl_reshard   (the NCCL transport through the public API)
 # then a summary of the steps and the tables of both programs again.
 # Logs: build/gpucheck/logs/ (and copied to "$OUT" when OUT is set).
@@ -328,12 +329,14 @@ else
     # The recipe written in pack_check.cu's header comment.
     {
       echo "set -e"
-      for f in pieces copy grow error utf8; do
+      OBJS=""
+      for f in pieces convert_pieces copy convert dtype grow error utf8; do
         src=core/$f.c
-        [ "$f" = pieces ] && src=core/transport/nccl/pieces.c
+        case "$f" in *pieces) src=core/transport/nccl/$f.c ;; esac
         echo "cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I core -I capi/include -c $src -o '$PACK/$f.o'"
+        OBJS="$OBJS '$PACK/$f.o'"
       done
-      echo "nvcc -O3 -std=c++17 -arch=sm_$ARCH -I core -I capi/include -I tests/common $PACK_SRC core/transport/nccl/pack.cu '$PACK/pieces.o' '$PACK/copy.o' '$PACK/grow.o' '$PACK/error.o' '$PACK/utf8.o' -o '$PACK_BIN'"
+      echo "nvcc -O3 -std=c++17 -arch=sm_$ARCH -I core -I capi/include -I tests/common $PACK_SRC core/transport/nccl/pack.cu core/transport/nccl/convert_pack.cu$OBJS -o '$PACK_BIN'"
     } >"$PACK/build.sh"
   fi
   case "$PACK_BIN" in /*) ;; *) PACK_BIN="$ROOT/$PACK_BIN" ;; esac

@@ -1,12 +1,15 @@
 /* The CUDA copy engine of the NCCL transport: staging in device memory,
  * and every batch of copies as one kernel launch (pack.cu) over a table of
  * pieces (pieces.h) that travels to the device ahead of the launch on the
- * same stream. Nothing here waits for the device, except to reuse a
+ * same stream; a batch with conversions adds the launches of
+ * convert_pack.cu over its conversion tables (convert_pieces.h), uploaded
+ * with the plain one. Nothing here waits for the device, except to reuse a
  * region of the pinned table ring whose upload has not completed yet. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert_pieces.h"
 #include "nccl_tp.h"
 
 #define TABLE_ALIGN(x) (((x) + 255) / 256 * 256)
@@ -150,6 +153,58 @@ static nccl_lane *lane_of_stream(nccl_transport *nt, cudaStream_t s) {
   return NULL;
 }
 
+/* Where the parts of a batch's tables lie in its one upload: plain
+ * pieces, cast pieces, block pieces, and the zeroed keys of split blocks
+ * (the scratch of the block kernels: it lives as long as the tables, in
+ * stream order). */
+typedef struct batch_layout {
+  size_t cast, blk, keys, bytes;
+} batch_layout;
+
+static void layout_batch(const rsi_pieces *p, batch_layout *l) {
+  const rsi_conv_tables *c = p->conv;
+  size_t at = TABLE_ALIGN((size_t)p->n * sizeof(rsi_piece));
+  l->cast = at;
+  if (c) at += TABLE_ALIGN((size_t)c->cast.n * sizeof(rsi_piece));
+  l->blk = at;
+  if (c) at += TABLE_ALIGN((size_t)c->nblk * sizeof(rsi_bpiece));
+  l->keys = at;
+  if (c) at += (size_t)c->keys * sizeof(uint32_t);
+  l->bytes = at;
+}
+
+static void write_batch(const rsi_pieces *p, const batch_layout *l,
+                        char *host) {
+  const rsi_conv_tables *c = p->conv;
+  if (p->n) memcpy(host, p->v, (size_t)p->n * sizeof(rsi_piece));
+  if (!c) return;
+  if (c->cast.n)
+    memcpy(host + l->cast, c->cast.v, (size_t)c->cast.n * sizeof(rsi_piece));
+  if (c->nblk)
+    memcpy(host + l->blk, c->blk, (size_t)c->nblk * sizeof(rsi_bpiece));
+  if (c->keys) memset(host + l->keys, 0, (size_t)c->keys * sizeof(uint32_t));
+}
+
+/* Every kernel of the batch whose tables are at dev, in stream order
+ * after their upload; a cudaError_t and what failed. */
+static cudaError_t launch_batch(const rsi_pieces *p, const batch_layout *l,
+                                char *dev, cudaStream_t stream,
+                                const char **what) {
+  const rsi_conv_tables *c = p->conv;
+  *what = "pack kernel launch";
+  cudaError_t e = (cudaError_t)rsi_cuda_copy_launch(
+      (const rsi_piece *)dev, p->n, p->items, stream);
+  if (e != cudaSuccess || !c) return e;
+  *what = "cast kernel launch";
+  e = (cudaError_t)rsi_cuda_cast_launch((const rsi_piece *)(dev + l->cast),
+                                        c->cast.n, c->cast.items, stream);
+  if (e != cudaSuccess) return e;
+  *what = "block quantize kernel launch";
+  return (cudaError_t)rsi_cuda_blocks_launch(
+      (const rsi_bpiece *)(dev + l->blk), c->nblk, c->jobs, c->nsplit,
+      c->split_jobs, c->keys ? (uint32_t *)(dev + l->keys) : NULL, stream);
+}
+
 static rs_status cuda_copy(rsi_engine *e, const rsi_copy *copies, int64_t n,
                            void *queue, rsi_err *err) {
   nccl_transport *nt = owner(e);
@@ -159,25 +214,29 @@ static rs_status cuda_copy(rsi_engine *e, const rsi_copy *copies, int64_t n,
                     "CUDA engine: copies on a stream of no lane");
   nccl_tables *t = &lane->tables;
   RSI_TRY(rsi_pieces_build(copies, n, &t->pieces, err));
-  if (!t->pieces.items) return RS_OK;
+  RSI_TRY(rsi_convert_build(copies, n, &t->pieces, err));
+  const rsi_conv_tables *conv = t->pieces.conv;
+  if (!t->pieces.items && (!conv || (!conv->cast.items && !conv->jobs)))
+    return RS_OK;
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(lane->device);
-  size_t bytes = (size_t)t->pieces.n * sizeof *t->pieces.v, at = 0;
+  batch_layout l;
+  layout_batch(&t->pieces, &l);
+  size_t at = 0;
   int slot = 0;
-  rs_status st = table_room(t, lane->stream, bytes, &at, &slot, err);
+  rs_status st = table_room(t, lane->stream, l.bytes, &at, &slot, err);
   if (st == RS_OK) {
-    memcpy(t->host + at, t->pieces.v, bytes);
-    cudaError_t c = cudaMemcpyAsync(t->dev + at, t->host + at, bytes,
+    write_batch(&t->pieces, &l, t->host + at);
+    const char *what = "piece table upload";
+    cudaError_t c = cudaMemcpyAsync(t->dev + at, t->host + at, l.bytes,
                                     cudaMemcpyHostToDevice, lane->stream);
     if (c == cudaSuccess) c = cudaEventRecord(t->slot[slot].done, lane->stream);
     if (c == cudaSuccess) {
       t->slot[slot].live = true;
-      c = (cudaError_t)rsi_cuda_copy_launch((const rsi_piece *)(t->dev + at),
-                                            t->pieces.n, t->pieces.items,
-                                            lane->stream);
+      c = launch_batch(&t->pieces, &l, t->dev + at, lane->stream, &what);
     }
-    if (c != cudaSuccess) st = nccl_fail_cuda(err, c, "pack kernel launch");
+    if (c != cudaSuccess) st = nccl_fail_cuda(err, c, what);
   }
   cudaSetDevice(prev);
   return st;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../grow.h"
+#include "convert_pieces.h"
 
 /* A copy as a box of bytes: ext[n-1] is the contiguous row (stride 1 on
  * both sides), strides in bytes, bases as addresses. */
@@ -36,8 +37,9 @@ static void add_dim(byte_box *b, int64_t ext, int64_t ds, int64_t ss) {
 /* Dims of extent 1 are dropped, the element's bytes become the innermost
  * dim (kept even for one byte: it is what makes rows contiguous), and a
  * dense side takes the box's dense strides. */
-static void to_byte_box(const rsi_copy *c, byte_box *b) {
-  int64_t esize = c->esize;
+static void to_byte_box(const rsi_copy *c, const rsi_piece_space *sp,
+                        byte_box *b) {
+  int64_t esize = sp->esize;
   int64_t dense[RS_MAX_DIMS];
   int64_t s = esize;
   for (int d = c->ndim - 1; d >= 0; d--) {
@@ -53,21 +55,21 @@ static void to_byte_box(const rsi_copy *c, byte_box *b) {
   }
   add_dim(b, esize, 1, 1);
   uint64_t lo_bytes = (uint64_t)c->lo * (uint64_t)esize;
-  b->dst = (uint64_t)(uintptr_t)c->dst - (c->dense_dst ? lo_bytes : 0);
-  b->src = (uint64_t)(uintptr_t)c->src - (c->dense_src ? lo_bytes : 0);
+  b->dst = sp->dst - (c->dense_dst ? lo_bytes : 0);
+  b->src = sp->src - (c->dense_src ? lo_bytes : 0);
 }
 
-/* The largest unit in {16,8,4,2,1} dividing every value a unit address is
- * made of. */
+/* The largest unit in {max_unit, ..., 2, 1} dividing every value a unit
+ * address is made of. */
 static int32_t pick_unit(const byte_box *b, uint64_t lo_bytes,
-                         uint64_t hi_bytes) {
+                         uint64_t hi_bytes, const rsi_piece_space *sp) {
   uint64_t all = (uint64_t)b->ext[b->n - 1] | lo_bytes | hi_bytes | b->dst |
                  b->src;
   for (int d = 0; d + 1 < b->n; d++)
     all |= (uint64_t)b->ds[d] | (uint64_t)b->ss[d];
-  int32_t w = 16;
+  int32_t w = sp->max_unit;
   while (w > 1 && (all & (uint64_t)(w - 1))) w /= 2;
-  return w;
+  return sp->only_max && w < sp->max_unit ? 1 : w;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -109,13 +111,14 @@ static rs_status add_piece(rsi_pieces *out, const rsi_piece *shape,
   return RS_OK;
 }
 
-static rs_status add_copy(rsi_pieces *out, const rsi_copy *c, rsi_err *err) {
+rs_status rsi_pieces_add(rsi_pieces *out, const rsi_copy *c,
+                         const rsi_piece_space *sp, rsi_err *err) {
   if (c->hi <= c->lo) return RS_OK;
   byte_box b;
-  to_byte_box(c, &b);
-  uint64_t lo_bytes = (uint64_t)c->lo * (uint64_t)c->esize;
-  uint64_t hi_bytes = (uint64_t)c->hi * (uint64_t)c->esize;
-  int32_t w = pick_unit(&b, lo_bytes, hi_bytes);
+  to_byte_box(c, sp, &b);
+  uint64_t lo_bytes = (uint64_t)c->lo * (uint64_t)sp->esize;
+  uint64_t hi_bytes = (uint64_t)c->hi * (uint64_t)sp->esize;
+  int32_t w = pick_unit(&b, lo_bytes, hi_bytes, sp);
 
   rsi_piece shape;
   memset(&shape, 0, sizeof shape); /* unused dims zero: a stable table */
@@ -123,6 +126,7 @@ static rs_status add_copy(rsi_pieces *out, const rsi_copy *c, rsi_err *err) {
   shape.src = b.src;
   shape.unit = w;
   shape.nouter = b.n - 1;
+  shape.cast = sp->cast;
   for (int d = 0; d + 1 < b.n; d++) {
     shape.ext[d] = b.ext[d];
     shape.dst_stride[d] = b.ds[d];
@@ -149,7 +153,15 @@ rs_status rsi_pieces_build(const rsi_copy *copies, int64_t n,
   out->n = 0;
   out->items = 0;
   for (int64_t i = 0; i < n; i++) {
-    rs_status st = add_copy(out, &copies[i], err);
+    const rsi_copy *c = &copies[i];
+    rsi_piece_space sp = {c->esize, (uint64_t)(uintptr_t)c->dst,
+                          (uint64_t)(uintptr_t)c->src, 16, 0, false};
+    if (c->op == RSI_COPY_CAST && c->src_dtype == c->dst_dtype &&
+        rsi_conv_float(c->src_dtype))
+      sp.esize = rsi_conv_size(c->src_dtype);
+    else if (c->op != RSI_COPY_PLAIN)
+      continue;
+    rs_status st = rsi_pieces_add(out, c, &sp, err);
     if (st != RS_OK) {
       out->n = 0;
       out->items = 0;
@@ -164,20 +176,26 @@ void rsi_pieces_free(rsi_pieces *p) {
   free(p->v);
   p->v = NULL;
   p->n = p->cap = p->items = 0;
+  if (p->conv) {
+    free(p->conv->cast.v);
+    free(p->conv->blk);
+    free(p->conv);
+    p->conv = NULL;
+  }
 }
 
 /* `stride` threads walk a straight item. */
-static void run_straight(const rsi_item *it, uint32_t stride) {
+static void run_straight(const rsi_piece *p, const rsi_item *it,
+                         uint32_t stride, rsi_unit_fn unit) {
   rsi_walk w;
   rsi_walk_init(it, stride, &w);
-  size_t unit = (size_t)it->unit;
   for (uint32_t thread = 0; thread < stride && thread < it->units;
        thread++) {
     uint32_t col;
     uint64_t dst, src;
     rsi_walk_start(it, thread, &col, &dst, &src);
     for (uint32_t k = thread; k < it->units; k += stride) {
-      memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, unit);
+      unit(p, dst, src);
       rsi_walk_next(it, &w, &col, &dst, &src);
     }
   }
@@ -185,20 +203,20 @@ static void run_straight(const rsi_item *it, uint32_t stride) {
 
 /* As the kernel does it: a straight item by walks; another by straight
  * segments, or unit by unit. */
-void rsi_pieces_run_host(const rsi_piece *t, int64_t n, int64_t items,
-                         int threads_per_item) {
+void rsi_pieces_walk_host(const rsi_piece *t, int64_t n, int64_t items,
+                          int threads_per_item, rsi_unit_fn unit) {
   uint32_t stride = (uint32_t)threads_per_item;
   for (int64_t item = 0; item < items; item++) {
     const rsi_piece *p = &t[rsi_piece_find(t, n, item)];
     rsi_item it;
     rsi_piece_item(p, item, &it);
     if (it.straight_rows == it.rows) {
-      run_straight(&it, stride);
+      run_straight(p, &it, stride, unit);
     } else if (rsi_item_by_segments(p, &it, stride)) {
       for (uint32_t from = 0; from < it.rows;) {
         rsi_item seg;
         rsi_item_segment(p, &it, from, &seg);
-        run_straight(&seg, stride);
+        run_straight(p, &seg, stride, unit);
         from += seg.rows;
       }
     } else {
@@ -206,9 +224,18 @@ void rsi_pieces_run_host(const rsi_piece *t, int64_t n, int64_t items,
         uint64_t dst, src;
         for (uint32_t k = thread; rsi_item_unit(p, &it, k, &dst, &src);
              k += stride)
-          memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
-                 (size_t)it.unit);
+          unit(p, dst, src);
       }
     }
   }
+}
+
+static void copy_unit(const rsi_piece *p, uint64_t dst, uint64_t src) {
+  memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
+         (size_t)p->unit);
+}
+
+void rsi_pieces_run_host(const rsi_piece *t, int64_t n, int64_t items,
+                         int threads_per_item) {
+  rsi_pieces_walk_host(t, n, items, threads_per_item, copy_unit);
 }

@@ -20,6 +20,9 @@
  * dim is split into such straight segments, or, where those would be too
  * short, copied unit by unit (rsi_item_unit).
  *
+ * Conversions (rsi_copy ops other than PLAIN) reuse these pieces in
+ * element space or have block pieces of their own: convert_pieces.h.
+ *
  * Plain C11 that also compiles as CUDA C++: per-thread functions are
  * `static inline RSI_HD`, __host__ __device__ under nvcc. */
 #ifndef RS_CORE_TRANSPORT_NCCL_PIECES_H
@@ -30,20 +33,7 @@
 
 #include "../../engine.h"
 #include "../../error.h"
-
-#ifdef __CUDACC__
-#define RSI_HD __host__ __device__
-#define RSI_HD_COLD __host__ __device__ __noinline__
-#else
-#define RSI_HD
-#define RSI_HD_COLD
-#endif
-/* Keeps nvcc from unrolling a loop over dims: code size and registers. */
-#ifdef __CUDA_ARCH__
-#define RSI_NO_UNROLL _Pragma("unroll 1")
-#else
-#define RSI_NO_UNROLL
-#endif
+#include "../../hd.h"
 
 /* Units one item holds at most. */
 #define RSI_PIECE_ITEM_UNITS 4096
@@ -68,6 +58,10 @@ typedef struct rsi_piece {
   int64_t chunks, chunk_cols, rows_per_item;
   int32_t unit;   /* bytes per unit: 16, 8, 4, 2 or 1 */
   int32_t nouter; /* outer dims in use, 0..RSI_PIECE_MAX_OUTER */
+  /* 0: the bytes as they are. Else a cast (convert_pieces.h): addresses,
+   * strides and units count elements, `unit` of them a unit. */
+  int32_t cast;
+  int32_t reserved;
   int64_t ext[RSI_PIECE_MAX_OUTER];        /* outer extents, outermost first */
   int64_t dst_stride[RSI_PIECE_MAX_OUTER]; /* outer strides, bytes */
   int64_t src_stride[RSI_PIECE_MAX_OUTER];
@@ -87,20 +81,39 @@ typedef struct rsi_item {
   uint32_t unit;
 } rsi_item;
 
-/* A reusable table: v[0..n) with room for cap; items in all. */
+/* A reusable table: v[0..n) with room for cap; items in all. conv: the
+ * batch's conversions (convert_pieces.h), made by rsi_convert_build;
+ * NULL until a batch had one; freed with the table. */
 typedef struct rsi_pieces {
   rsi_piece *v;
   int64_t n, cap, items;
+  struct rsi_conv_tables *conv;
 } rsi_pieces;
+
+/* How a copy is cut into pieces: the bytes of its innermost dim (esize;
+ * 1 in element space), the bases (addresses, or element indices), the
+ * largest unit (a power of two; with only_max, a smaller one falls to 1)
+ * and the stamp of its pieces (rsi_piece.cast). */
+typedef struct rsi_piece_space {
+  int64_t esize;
+  uint64_t dst, src;
+  int32_t max_unit, cast;
+  bool only_max;
+} rsi_piece_space;
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The table of copies[0..n), into out (reset first; its room is kept and
- * grown). RS_ERR_NO_MEMORY leaves out with n = items = 0. */
+/* The table of the plain copies of copies[0..n) (RSI_COPY_PLAIN, and
+ * RSI_COPY_CAST between equal dtypes of convert_pieces.h's), into out
+ * (reset first; its room is kept and grown); other copies are
+ * rsi_convert_build's. RS_ERR_NO_MEMORY leaves out with n = items = 0. */
 rs_status rsi_pieces_build(const rsi_copy *copies, int64_t n,
                            rsi_pieces *out, rsi_err *err);
+/* Appends the pieces of copy c, cut as `space` says. */
+rs_status rsi_pieces_add(rsi_pieces *out, const rsi_copy *c,
+                         const rsi_piece_space *space, rsi_err *err);
 void rsi_pieces_free(rsi_pieces *p);
 
 /* The CPU emulation of the kernel: every item, and in it every one of
@@ -108,6 +121,10 @@ void rsi_pieces_free(rsi_pieces *p);
  * copied with memcpy. The addresses are host pointers. */
 void rsi_pieces_run_host(const rsi_piece *t, int64_t n, int64_t items,
                          int threads_per_item);
+/* The same walk, each unit handed to `unit` (its piece and addresses). */
+typedef void (*rsi_unit_fn)(const rsi_piece *p, uint64_t dst, uint64_t src);
+void rsi_pieces_walk_host(const rsi_piece *t, int64_t n, int64_t items,
+                          int threads_per_item, rsi_unit_fn unit);
 
 /* pack.cu: enqueue on `stream` (a cudaStream_t) the one kernel that copies
  * every item of the table table_dev[0..npieces) (device memory; device
