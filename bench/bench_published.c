@@ -71,8 +71,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "%s: %s\n", w->cfg->name, e.msg);
       return 1;
     }
+    rt_placement place = w->cfg->colocate ? RT_PLACE_COLOCATED : RT_PLACE_SPLIT;
     rt_job_spec spec = {w->cfg->model, NULL, w->cfg->train, w->cfg->infer,
-                        &cl, RT_PLACE_SPLIT, 0};
+                        &cl, place, 0};
     if (rt_job_init(&w->job, &spec, &e)) {
       fprintf(stderr, "%s: %s\n", w->cfg->name, e.msg);
       return 1;

@@ -42,14 +42,17 @@ static void usage_plan(FILE *f) {
 "       reshard plan --config NAME [options]\n"
 "\n"
 "Builds the trainer and inference layouts of every tensor of model M, plans\n"
-"the reshard with libreshard (rs_plan_create), and prints a table: bytes\n"
-"across and inside NVLink domains; the predicted time of our plan, of the\n"
-"reference's (NVIDIA nccl_m2n) hierarchical and direct algorithms, of\n"
-"gather-and-broadcast as RL frameworks run it and of an ideal variant, and\n"
-"the lower bound; the slowest link of each; speedups; plan quality (our\n"
-"time / lower bound). Every strategy is modelled on the same links: each\n"
-"GPU's NVLink out/in and NIC out/in, time = bytes / bandwidth + messages x\n"
-"latency, the slowest link sets the time.\n"
+"the reshard with libreshard (rs_plan_create), and prints a table: the bytes\n"
+"the inference ranks need and where they come from (a copy on the GPU\n"
+"itself, NVLink inside a domain, the NIC across domains); the predicted\n"
+"time of our plan, of the reference's (NVIDIA nccl_m2n) hierarchical and\n"
+"direct algorithms, of gather-and-broadcast as RL frameworks run it and of\n"
+"an ideal variant, and the lower bound; the slowest link of each;\n"
+"speedups; plan quality (our time / lower bound). Every strategy is\n"
+"modelled on the same links: each GPU's NVLink out/in and NIC out/in, and\n"
+"its memory for copies inside the GPU (HBM rate / 2: a copy reads and\n"
+"writes), time = bytes / bandwidth + messages x latency, the slowest link\n"
+"sets the time.\n"
 "\n"
 "required (or from --config):\n"
 "  --model M        a catalog model or alias (see 'reshard models'):\n"
@@ -69,11 +72,24 @@ static void usage_plan(FILE *f) {
 "                   tp*dp: experts over every rank), gpus; e.g. tp=8,dp=16\n"
 "  --cluster C      a preset (dgx-h100, dgx-h200, dgx-b200, gb200-nvl72; see\n"
 "                   'reshard clusters') or a JSON file with the same keys\n"
-"\n"
+"\n");
+  /* two strings: ISO C caps one literal at 4095 characters */
+  fprintf(f,
 "options:\n"
-"  --config NAME    take model, train, infer and cluster from a named\n"
-"                   configuration ('reshard configs'); the options above\n"
-"                   override its parts\n"
+"  --config NAME    take model, train, infer, cluster and colocation from a\n"
+"                   named configuration ('reshard configs'); the options\n"
+"                   above override its parts (--placement: not colocated)\n"
+"  --colocate       trainer and inference engine on the same GPUs (verl's\n"
+"                   default, OpenRLHF and NeMo RL colocated modes): trainer\n"
+"                   rank i and inference rank i are one rank, ranks 0..T-1;\n"
+"                   both sides must use the same number of GPUs (T == G),\n"
+"                   else a usage error names both. Bytes a rank holds are\n"
+"                   copied in its memory. The reference has no colocated\n"
+"                   mode: its hierarchical algorithm shows n/a, direct\n"
+"                   point-to-point is modelled with local copies of what a\n"
+"                   rank holds; gather+broadcast becomes an all-gather of\n"
+"                   each full tensor over all ranks, then each rank slices\n"
+"                   out what it serves\n"
 "  --placement P    split (default): trainer ranks fill domains from 0,\n"
 "                   inference ranks start on a fresh domain; packed: one\n"
 "                   run of consecutive ranks over all domains\n"
@@ -88,10 +104,35 @@ static void usage_plan(FILE *f) {
 "                   for anything that takes over a second)\n"
 "  --quiet          never show the progress line\n"
 "  -h, --help       this text\n"
+"\n");
+  fprintf(f,
+"dtypes (libreshard converts on the way, on the side that sends fewer bytes):\n"
+"  --train-dtype D  what the trainer holds: bf16 (default) or fp32\n"
+"  --infer-dtype D  what the inference engine holds: bf16 (default, the\n"
+"                   model's dtype), fp32, or fp8: as vLLM's and DeepSeek-\n"
+"                   V3's fp8 checkpoints, the linear weights (q/k/v/o,\n"
+"                   gate/up/down, experts, MLA projections) become f8_e4m3\n"
+"                   with an f32 <name>_scale_inv tensor beside each, one\n"
+"                   scale per block, placed like the weight (in one more\n"
+"                   buffer per rank); a weight whose inference shards cut a\n"
+"                   block (say a TP shard of 192 rows, 128-row blocks)\n"
+"                   stays bf16, with the members of its fused buffer, and\n"
+"                   the report says which and why; norms, biases,\n"
+"                   embeddings, lm_head and the router stay bf16\n"
+"  --fp8-block R,C  fp8 block rows and columns (default 128,128)\n"
+"  --fp8-scales S   amax (default: scale = amax / 448) or ue8m0 (a power\n"
+"                   of two, as engines use on Blackwell)\n"
+"With a change of dtype the table adds our plan of the same sync without it\n"
+"(bf16 -> bf16: what the conversion saves) and gather, quantize (or cast),\n"
+"broadcast as RL frameworks run it. A rank's conversion time (elements from\n"
+"RS_STAT_CONVERTED_SENDING/_RECEIVING, at the cluster's convert_gbps) adds\n"
+"to its slowest link's. The reference and the other gather+broadcast rows\n"
+"are modelled without conversion.\n"
 "\n"
-"Trainer ranks come first (0 .. T-1), inference ranks after (T .. T+G-1),\n"
-"consecutive ranks fill a domain. Exit status: 0 on success, 2 on a usage\n"
-"error or bad input, 1 when planning fails.\n");
+"Trainer ranks come first (0 .. T-1), inference ranks after (T .. T+G-1)\n"
+"or, with --colocate, on the same ranks (0 .. T-1); consecutive ranks fill\n"
+"a domain. Exit status: 0 on success, 2 on a usage error or bad input, 1\n"
+"when planning fails.\n");
 }
 
 static int fail_usage(const char *fmt, const char *a, const char *b) {
@@ -137,8 +178,9 @@ static int cmd_models(void) {
 }
 
 static int cmd_clusters(void) {
-  printf("%-14s %8s %8s %12s %10s %14s\n", "preset", "domain", "job/dom",
-         "NVLink GB/s", "NIC GB/s", "latency us");
+  printf("%-14s %8s %8s %12s %10s %11s %14s %14s\n", "preset", "domain",
+         "job/dom", "NVLink GB/s", "NIC GB/s", "copy GB/s", "convert GB/s",
+         "latency us");
   for (int i = 0; i < rt_cluster_preset_count(); i++) {
     rt_cluster c;
     rt_err e;
@@ -146,32 +188,35 @@ static int cmd_clusters(void) {
       fprintf(stderr, "%s: error: %s\n", prog, e.msg);
       return 1;
     }
-    printf("%-14s %8d %8d %12.0f %10.0f %7.0f/%-6.0f\n", c.name,
-           c.gpus_per_domain, c.job_gpus_per_domain, c.nvl_bw / 1e9,
-           c.nic_bw / 1e9, c.nvlink_latency_us, c.nic_latency_us);
+    printf("%-14s %8d %8d %12.0f %10.0f %11.0f %14.0f %7.0f/%-6.0f\n",
+           c.name, c.gpus_per_domain, c.job_gpus_per_domain, c.nvl_bw / 1e9,
+           c.nic_bw / 1e9, c.copy_bw / 1e9, c.convert_bw / 1e9,
+           c.nvlink_latency_us, c.nic_latency_us);
   }
   printf("\nOr --cluster FILE.json with the keys: name, description, "
          "gpus_per_host, gpus_per_domain,\njob_gpus_per_domain, nic_per_gpu, "
          "nvlink_gbps, nvlink_achieved_gbps, nic_gbps, nic_achieved_gbps,\n"
-         "nvlink_latency_us, nic_latency_us, bcast_gbps, nccl_channels "
-         "(see docs/MODEL.md).\n");
+         "nvlink_latency_us, nic_latency_us, bcast_gbps, nccl_channels, "
+         "hbm_gbps, hbm_achieved_gbps,\nconvert_gbps (see docs/MODEL.md).\n");
   return 0;
 }
 
 static int cmd_configs(void) {
   for (int i = 0; i < rt_config_count(); i++) {
     const rt_config *c = rt_config_at(i);
-    printf("%-44s %-16s train %-28s infer %-16s %s\n", c->name, c->model,
-           c->train, c->infer, c->cluster);
+    printf("%-44s %-16s train %-28s infer %-18s %s%s\n", c->name, c->model,
+           c->train, c->infer, c->cluster, c->colocate ? " colocated" : "");
   }
   return 0;
 }
 
 static int cmd_plan(int argc, char **argv) {
   const char *model = NULL, *train = NULL, *infer = NULL, *cluster = NULL;
-  const char *config = NULL, *svg = NULL, *placement = "split";
+  const char *config = NULL, *svg = NULL, *placement = NULL;
+  const char *train_dtype = NULL, *infer_dtype = NULL, *fp8_block = NULL;
+  const char *fp8_scales = NULL;
   long domain_gpus = 0, staging_mib = 0, bucket_mib = 1024;
-  int json = 0, progress = -1;
+  int json = 0, progress = -1, colocate = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -188,6 +233,10 @@ static int cmd_plan(int argc, char **argv) {
     }
     if (!strcmp(a, "--quiet")) {
       progress = 0;
+      continue;
+    }
+    if (!strcmp(a, "--colocate")) {
+      colocate = 1;
       continue;
     }
     const char *val = NULL;
@@ -219,6 +268,14 @@ static int cmd_plan(int argc, char **argv) {
       slot = &svg;
     else if (!strcmp(name, "--placement"))
       slot = &placement;
+    else if (!strcmp(name, "--train-dtype"))
+      slot = &train_dtype;
+    else if (!strcmp(name, "--infer-dtype"))
+      slot = &infer_dtype;
+    else if (!strcmp(name, "--fp8-block"))
+      slot = &fp8_block;
+    else if (!strcmp(name, "--fp8-scales"))
+      slot = &fp8_scales;
     else if (!strcmp(name, "--domain-gpus"))
       num = &domain_gpus, max = 1 << 20;
     else if (!strcmp(name, "--staging-mib"))
@@ -249,13 +306,20 @@ static int cmd_plan(int argc, char **argv) {
     if (!train) train = c->train;
     if (!infer) infer = c->infer;
     if (!cluster) cluster = c->cluster;
+    if (c->colocate && !placement) colocate = 1;
   }
   if (!model) return fail_usage("plan: --model is required%s%s", "", "");
   if (!train) return fail_usage("plan: --train is required%s%s", "", "");
   if (!infer) return fail_usage("plan: --infer is required%s%s", "", "");
   if (!cluster) return fail_usage("plan: --cluster is required%s%s", "", "");
-  rt_placement place;
-  if (!strcmp(placement, "split"))
+  rt_placement place = RT_PLACE_SPLIT;
+  if (colocate && placement)
+    return fail_usage("--colocate and --placement %s exclude each other%s "
+                      "(colocated, trainer and inference share every GPU)",
+                      placement, "");
+  if (colocate)
+    place = RT_PLACE_COLOCATED;
+  else if (!placement || !strcmp(placement, "split"))
     place = RT_PLACE_SPLIT;
   else if (!strcmp(placement, "packed"))
     place = RT_PLACE_PACKED;
@@ -264,6 +328,18 @@ static int cmd_plan(int argc, char **argv) {
                       "");
 
   rt_err e;
+  rt_dtype_spec dtypes;
+  rt_dtype_spec_default(&dtypes);
+  if ((train_dtype && rt_dtype_parse_train(train_dtype, &dtypes, &e)) ||
+      (infer_dtype && rt_dtype_parse_infer(infer_dtype, &dtypes, &e)) ||
+      (fp8_block && rt_dtype_parse_block(fp8_block, &dtypes, &e)) ||
+      (fp8_scales && rt_dtype_parse_scales(fp8_scales, &dtypes, &e)))
+    return fail_usage("%s%s", e.msg, "");
+  if ((fp8_block || fp8_scales) && dtypes.infer != RS_DTYPE_F8_E4M3)
+    return fail_usage("%s applies only with --infer-dtype fp8 (the "
+                      "inference dtype is %s)",
+                      fp8_block ? "--fp8-block" : "--fp8-scales",
+                      rt_dtype_word(dtypes.infer));
   rt_cluster cl;
   if (rt_cluster_load(cluster, &cl, &e)) {
     fprintf(stderr, "%s: error: %s\n", prog, e.msg);
@@ -273,6 +349,11 @@ static int cmd_plan(int argc, char **argv) {
   rt_job_spec spec = {model, NULL, train, infer, &cl, place, (int)domain_gpus};
   if (rt_job_init(&job, &spec, &e)) {
     fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+    return 2;
+  }
+  if (rt_job_set_dtypes(&job, &dtypes, &e)) {
+    fprintf(stderr, "%s: error: %s\n", prog, e.msg);
+    rt_job_free(&job);
     return 2;
   }
   rt_options opt = {0};

@@ -95,6 +95,8 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
 
   double nic_per_gpu = 1, nvl = 0, nvl_ach = 0, nic = 0, nic_ach = 0;
   double nvl_lat = 2, nic_lat = 5, bcast = 0;
+  /* without a figure: an H100 SXM's HBM3, 90% of it achieved by a copy */
+  double hbm = 3350, hbm_ach = 0, convert = 0;
   int host = 0, domain = 0, job = 0, channels = 32;
   key keys[] = {
       {"name", K_STR, false, 0, 0, out->name, sizeof out->name},
@@ -112,6 +114,9 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
       {"nic_latency_us", K_NUM, false, 0, 1e6, &nic_lat, 0},
       {"bcast_gbps", K_NUM, false, 1e-6, 1e7, &bcast, 0},
       {"nccl_channels", K_INT, false, 1, 1024, &channels, 0},
+      {"hbm_gbps", K_NUM, false, 1e-6, 1e7, &hbm, 0},
+      {"hbm_achieved_gbps", K_NUM, false, 1e-6, 1e7, &hbm_ach, 0},
+      {"convert_gbps", K_NUM, false, 1e-6, 1e7, &convert, 0},
   };
   const int nkeys = (int)(sizeof keys / sizeof keys[0]);
   bool seen[sizeof keys / sizeof keys[0]] = {false};
@@ -201,6 +206,20 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
     return rt_fail(e, "%s: nic_achieved_gbps (%g) is above the line rate "
                       "nic_gbps (%g)",
                    what, out->nic_achieved_gbps, nic);
+  out->hbm_gbps = hbm;
+  out->hbm_achieved_gbps = hbm_ach > 0 ? hbm_ach : 0.9 * hbm;
+  if (out->hbm_achieved_gbps > hbm)
+    return rt_fail(e, "%s: hbm_achieved_gbps (%g) is above the line rate "
+                      "hbm_gbps (%g)",
+                   what, out->hbm_achieved_gbps, hbm);
+  /* without a figure: half the HBM line rate (an assumption, see
+   * docs/MODEL.md) */
+  out->convert_gbps = convert > 0 ? convert : hbm / 2;
+  if (out->convert_gbps > hbm)
+    return rt_fail(e, "%s: convert_gbps (%g) is above the HBM line rate "
+                      "hbm_gbps (%g): a conversion reads every input byte "
+                      "from HBM",
+                   what, out->convert_gbps, hbm);
   out->nvlink_latency_us = nvl_lat;
   out->nic_latency_us = nic_lat;
   out->bcast_gbps = bcast;
@@ -209,6 +228,8 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
   out->nic_bw = out->nic_achieved_gbps * 1e9 * nic_per_gpu;
   out->nvl_lat = nvl_lat * 1e-6;
   out->nic_lat = nic_lat * 1e-6;
+  out->copy_bw = out->hbm_achieved_gbps * 1e9 / 2;
+  out->convert_bw = out->convert_gbps * 1e9;
   return 0;
 }
 

@@ -1,5 +1,5 @@
-/* Cluster descriptions: per-GPU NVLink and network bandwidth, per-message
- * latency, NVLink domain size. Presets are JSON files (tools/clusters/,
+/* Cluster descriptions: per-GPU NVLink, network and memory bandwidth,
+ * per-message latency, NVLink domain size. Presets are JSON files (tools/clusters/,
  * installed to share/reshard/clusters, and compiled into the tools); any
  * other cluster is a JSON file of the same keys, read with json-c. */
 #ifndef RT_CLUSTER_H
@@ -19,9 +19,14 @@ typedef struct rt_cluster {
   double nvlink_latency_us, nic_latency_us; /* per message */
   double bcast_gbps;  /* NCCL broadcast rate override; 0: derived */
   int nccl_channels;  /* rings a broadcast spreads its domain crossings over */
+  double hbm_gbps, hbm_achieved_gbps; /* GPU memory, per GPU, GB/s */
+  double convert_gbps; /* dtype conversion per GPU, GB/s of input read */
   /* What the cost model uses: achieved rates where the reference gives
-   * them, line rates otherwise. Bytes per second, seconds. */
-  double nvl_bw, nic_bw, nvl_lat, nic_lat;
+   * them, line rates otherwise. Bytes per second, seconds. copy_bw: a copy
+   * inside one GPU, which reads and writes every byte (HBM rate / 2).
+   * convert_bw: a dtype conversion (cast or fp8 quantization), bytes of
+   * input per second. */
+  double nvl_bw, nic_bw, nvl_lat, nic_lat, copy_bw, convert_bw;
 } rt_cluster;
 
 int rt_cluster_preset_count(void);

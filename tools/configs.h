@@ -5,6 +5,8 @@
 #ifndef RT_CONFIGS_H
 #define RT_CONFIGS_H
 
+#include <stdbool.h>
+
 typedef struct rt_config {
   const char *name;
   const char *model, *train, *infer, *cluster;
@@ -12,6 +14,7 @@ typedef struct rt_config {
   double meas_hier_ms;     /* the reference's measured figures; 0: none */
   double meas_direct_ms;
   const char *baseline;    /* another published figure (text), or NULL */
+  bool colocate;           /* trainer and inference on the same GPUs */
 } rt_config;
 
 int rt_config_count(void);

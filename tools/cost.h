@@ -1,15 +1,28 @@
 /* The cost model, the same for every strategy: each GPU has four links
- * (NVLink out, NVLink in, NIC out, NIC in). A link's time is the bytes it
- * carries over its bandwidth plus its messages times the per-message
- * latency; the slowest link sets the time. */
+ * (NVLink out, NVLink in, NIC out, NIC in) and its own memory, which a copy
+ * inside the GPU (bytes a rank already holds, colocated) uses instead of a
+ * link. A link's time is the bytes it carries over its bandwidth plus its
+ * messages times the per-message latency. A rank that converts dtypes
+ * (casts, fp8 quantization) spends that time on top of its slowest link:
+ * conversion is not overlapped with the links. The slowest rank sets the
+ * time. */
 #ifndef RT_COST_H
 #define RT_COST_H
 
 #include "cluster.h"
 
-enum { RT_NVL_OUT = 0, RT_NVL_IN = 1, RT_NIC_OUT = 2, RT_NIC_IN = 3, RT_NLINK = 4 };
+/* RT_COPY: copies inside the GPU, at the cluster's copy_bw, no latency
+ * (one kernel copies what a round needs). */
+enum {
+  RT_NVL_OUT = 0,
+  RT_NVL_IN = 1,
+  RT_NIC_OUT = 2,
+  RT_NIC_IN = 3,
+  RT_COPY = 4,
+  RT_NLINK = 5
+};
 
-/* "NVLink out", "NVLink in", "NIC out", "NIC in" */
+/* "NVLink out", "NVLink in", "NIC out", "NIC in", "GPU memory copy" */
 const char *rt_link_name(int link);
 /* "nvlink_out", ... (JSON keys) */
 const char *rt_link_key(int link);
@@ -19,16 +32,21 @@ typedef struct rt_load {
   double *bytes[RT_NLINK]; /* per rank */
   double *msgs[RT_NLINK];
   double inter, intra;     /* bytes between domains, inside domains */
+  double local;            /* bytes copied inside a rank */
+  double *convert;         /* per rank: bytes of input it converts (in the
+                              source dtype), at the cluster's convert_bw */
 } rt_load;
 
 void rt_load_init(rt_load *l, int world);
 void rt_load_clear(rt_load *l);
 void rt_load_free(rt_load *l);
 /* bytes and messages from rank src to rank dst: NIC out of src and NIC in
- * of dst when their domains differ, NVLink otherwise; nothing when
- * src == dst. */
+ * of dst when their domains differ, NVLink otherwise; when src == dst a
+ * copy inside the GPU (RT_COPY), on no link. */
 void rt_load_add(rt_load *l, const int *domain, int src, int dst,
                  double bytes, double msgs);
+/* bytes of input (source dtype) rank converts to another dtype */
+void rt_load_add_convert(rt_load *l, int rank, double bytes);
 /* l += k * other */
 void rt_load_accumulate(rt_load *l, const rt_load *other, double k);
 
@@ -37,15 +55,19 @@ double rt_link_lat(const rt_cluster *c, int link);
 /* Time of one link: bytes / bandwidth + messages * latency. */
 double rt_link_time(const rt_cluster *c, int link, double bytes, double msgs);
 
-/* The slowest link, and how loaded it is. */
+/* The slowest rank: its slowest link, how loaded it is, and what it
+ * converts. */
 typedef struct rt_hot {
   int rank;      /* -1: no traffic */
-  int link;
-  double bytes, msgs, time;
+  int link;      /* -1: the rank only converts */
+  double bytes, msgs, time; /* of the link */
   double mean_time; /* mean over the links of that kind that carry traffic */
+  double convert_bytes, convert_time; /* the rank's conversion, after it */
 } rt_hot;
 
-/* Time of the slowest link over all ranks and links. */
+/* Time of the conversion of `bytes` of input on one GPU. */
+double rt_convert_time(const rt_cluster *c, double bytes);
+/* The time of the slowest rank: its slowest link plus its conversion. */
 double rt_load_time(const rt_load *l, const rt_cluster *c, rt_hot *hot);
 
 #endif

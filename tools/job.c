@@ -29,10 +29,23 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
                       "size)",
                    job->domain_gpus, job->cluster.gpus_per_domain,
                    job->cluster.name);
+  bool colocated = job->placement == RT_PLACE_COLOCATED;
+  if (colocated && job->train.world != job->infer.world) {
+    bool moe = rt_model_is_moe(info);
+    char tr[160], in[96];
+    rt_train_describe(&job->train, moe, tr, sizeof tr);
+    rt_infer_describe(&job->infer, moe, in, sizeof in);
+    return rt_fail(e, "--colocate: the trainer uses %d GPUs (%s) and the "
+                      "inference engine %d (%s); colocation puts trainer "
+                      "rank i and inference rank i on GPU i, so both sides "
+                      "must use the same number of GPUs",
+                   job->train.world, tr, job->infer.world, in);
+  }
   if (rt_model_build(info, &job->model, e)) return -1;
   job->ntrain = job->train.world;
   job->ninfer = job->infer.world;
-  job->world = job->ntrain + job->ninfer;
+  job->infer_first = colocated ? 0 : job->ntrain;
+  job->world = colocated ? job->ntrain : job->ntrain + job->ninfer;
   if (job->world > 1 << 20) {
     rt_job_free(job);
     return rt_fail(e, "%d ranks in all: too many", job->world);
@@ -44,7 +57,7 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
   int g = job->domain_gpus;
   int train_domains = (job->ntrain + g - 1) / g;
   for (int r = 0; r < job->world; r++) {
-    if (job->placement == RT_PLACE_PACKED || r < job->ntrain)
+    if (job->placement != RT_PLACE_SPLIT || r < job->ntrain)
       job->domain[r] = r / g;
     else
       job->domain[r] = train_domains + (r - job->ntrain) / g;
@@ -57,9 +70,78 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
   job->dmesh = rt_xmalloc(sizeof *job->dmesh * (size_t)job->model.n);
   for (int t = 0; t < job->model.n; t++) {
     rt_train_mesh(&job->model, &job->train, t, &job->smesh[t]);
-    rt_infer_mesh(&job->model, &job->infer, t, job->ntrain, &job->dmesh[t]);
+    rt_infer_mesh(&job->model, &job->infer, t, job->infer_first,
+                  &job->dmesh[t]);
   }
+  job->td = rt_xmalloc(sizeof *job->td * (size_t)job->model.n);
+  rt_dtype_spec_default(&job->dtypes);
+  rt_dtypes_decide(&job->model, job->dmesh, &job->dtypes, job->td,
+                   &job->dsum);
   return 0;
+}
+
+int rt_job_set_dtypes(rt_job *job, const rt_dtype_spec *spec, rt_err *e) {
+  if (spec->block_rows < 1 || spec->block_cols < 1)
+    return rt_fail(e, "--fp8-block: %lld,%lld: blocks need at least one row "
+                      "and one column",
+                   (long long)spec->block_rows, (long long)spec->block_cols);
+  job->dtypes = *spec;
+  rt_dtypes_decide(&job->model, job->dmesh, &job->dtypes, job->td,
+                   &job->dsum);
+  /* without conversion (fp32 on both sides) every strategy moves that */
+  if (!job->dsum.converts)
+    for (int t = 0; t < job->model.n; t++)
+      job->model.t[t].dtype = job->td[t].src;
+  return 0;
+}
+
+void rt_job_without_conversion(const rt_job *job, rt_job *view) {
+  *view = *job;
+  view->td = rt_xmalloc(sizeof *view->td * (size_t)job->model.n);
+  rt_dtype_spec_default(&view->dtypes);
+  rt_dtypes_decide(&job->model, job->dmesh, &view->dtypes, view->td,
+                   &view->dsum);
+}
+
+void rt_job_view_free(rt_job *view) {
+  if (!view) return;
+  free(view->td);
+  memset(view, 0, sizeof *view);
+}
+
+bool rt_job_colocated(const rt_job *job) {
+  return job->placement == RT_PLACE_COLOCATED;
+}
+
+const char *rt_placement_name(rt_placement placement) {
+  switch (placement) {
+  case RT_PLACE_SPLIT: return "split";
+  case RT_PLACE_PACKED: return "packed";
+  case RT_PLACE_COLOCATED: return "colocated";
+  }
+  return "?";
+}
+
+double rt_job_needed_bytes(const rt_job *job) {
+  double bytes = 0;
+  for (int t = 0; t < job->model.n; t++) {
+    const rt_tensor *x = &job->model.t[t];
+    const rt_tensor_dtype *td = &job->td[t];
+    rt_groups D;
+    rt_groups_from_mesh(&job->dmesh[t], x, &D);
+    for (int k = 0; k < D.n; k++) {
+      bytes += (double)rt_box_volume(&D.g[k].box) * D.g[k].n *
+               (double)rs_dtype_size(td->dst);
+      if (td->scaled) {
+        rt_box sb;
+        rt_scale_box(&D.g[k].box, &job->dtypes, &sb);
+        bytes += (double)rt_box_volume(&sb) * D.g[k].n *
+                 (double)rs_dtype_size(RS_DTYPE_F32);
+      }
+    }
+    rt_groups_free(&D);
+  }
+  return bytes;
 }
 
 void rt_job_free(rt_job *job) {
@@ -69,6 +151,7 @@ void rt_job_free(rt_job *job) {
   free(job->domain_ranks);
   free(job->smesh);
   free(job->dmesh);
+  free(job->td);
   memset(job, 0, sizeof *job);
 }
 
@@ -88,14 +171,16 @@ static int64_t src_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
   for (int t = 0; t < job->model.n; t++) {
     const rt_tensor *x = &job->model.t[t];
     const rt_mesh *m = &job->smesh[t];
-    int esize = (int)rs_dtype_size(x->dtype);
-    int buf = x->dtype == RS_DTYPE_F32 ? 1 : 0;
+    rs_dtype dtype = job->td[t].src;
+    int esize = (int)rs_dtype_size(dtype);
+    int buf = dtype == RS_DTYPE_F32 ? 1 : 0;
     for (int i = 0, n = rt_mesh_size(m); i < n; i++) {
       rt_shard s;
       rt_mesh_coord(m, i, coord);
       if (!rt_mesh_box(m, x, coord, &s.box)) continue;
       s.tensor = t;
       s.rank = rt_mesh_rank(m, coord);
+      s.scales = false;
       s.buffer = buf;
       s.byte_offset = off[2 * s.rank + buf];
       dense_strides(&s.box, s.strides);
@@ -105,6 +190,38 @@ static int64_t src_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
     }
   }
   free(off);
+  return count;
+}
+
+/* fp8 scales: each placed like its values, in buffer `buffer` of the
+ * rank, dense, tensor after tensor. */
+static int64_t scale_shards(const rt_job *job, int buffer, rt_shard_fn fn,
+                            void *arg) {
+  int64_t *at = rt_xcalloc((size_t)job->ninfer, sizeof *at);
+  int64_t count = 0;
+  int coord[RT_MAX_AX];
+  for (int t = 0; t < job->model.n; t++) {
+    if (!job->td[t].scaled) continue;
+    const rt_mesh *m = &job->dmesh[t];
+    for (int i = 0, n = rt_mesh_size(m); i < n; i++) {
+      rt_box values;
+      rt_mesh_coord(m, i, coord);
+      if (!rt_mesh_box(m, &job->model.t[t], coord, &values)) continue;
+      rt_shard s;
+      s.tensor = t;
+      s.scales = true;
+      s.rank = rt_mesh_rank(m, coord);
+      s.buffer = buffer;
+      rt_scale_box(&values, &job->dtypes, &s.box);
+      dense_strides(&s.box, s.strides);
+      int64_t *off = &at[s.rank - job->infer_first];
+      s.byte_offset = *off;
+      *off += rt_box_volume(&s.box) * (int64_t)rs_dtype_size(RS_DTYPE_F32);
+      fn(&s, arg);
+      count++;
+    }
+  }
+  free(at);
   return count;
 }
 
@@ -157,7 +274,7 @@ static int64_t dst_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
         rt_box b;
         rt_mesh_coord(m, i, coord);
         if (!rt_mesh_box(m, x, coord, &b)) continue;
-        int r = rt_mesh_rank(m, coord) - job->ntrain;
+        int r = rt_mesh_rank(m, coord) - job->infer_first;
         box[(size_t)r * nm + k] = b;
         has[(size_t)r * nm + k] = 1;
       }
@@ -167,10 +284,11 @@ static int64_t dst_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
       for (int k = 0; k < nm; k++) {
         if (!has[(size_t)r * nm + k]) continue;
         const rt_tensor *x = &mo->t[members[k]];
-        int64_t esize = (int64_t)rs_dtype_size(x->dtype);
+        int64_t esize = (int64_t)rs_dtype_size(job->td[members[k]].dst);
         rt_shard s;
         s.tensor = members[k];
-        s.rank = job->ntrain + r;
+        s.rank = job->infer_first + r;
+        s.scales = false;
         s.box = box[(size_t)r * nm + k];
         s.buffer = buf_of[members[k]];
         if (x->fuse == RT_FUSE_W13) {
@@ -201,7 +319,7 @@ static int64_t dst_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
   free(members);
   free(group_buf);
   free(buf_of);
-  return count;
+  return count + scale_shards(job, next, fn, arg);
 }
 
 int64_t rt_job_shards(const rt_job *job, rs_side side, rt_shard_fn fn,
@@ -222,15 +340,35 @@ static void add_shard(const rt_shard *s, void *arg) {
   add_ctx *a = arg;
   if (a->st != RS_OK) return;
   const rt_tensor *x = &a->job->model.t[s->tensor];
-  rs_status st = rs_layout_add_shard(a->l, x->name, s->rank, s->box.off,
+  char scales[RT_NAME_MAX + 16];
+  const char *name = x->name;
+  if (s->scales) {
+    rt_scale_name(x->name, scales, sizeof scales);
+    name = scales;
+  }
+  rs_status st = rs_layout_add_shard(a->l, name, s->rank, s->box.off,
                                      s->box.ext, s->buffer, s->byte_offset,
                                      s->strides);
   if (st != RS_OK) {
     a->st = st;
     snprintf(a->msg, sizeof a->msg, "rs_layout_add_shard(%s, rank %d): %s: %s",
-             x->name, s->rank, rs_status_name(st),
-             rs_context_last_error(a->ctx));
+             name, s->rank, rs_status_name(st), rs_context_last_error(a->ctx));
   }
+}
+
+/* The f32 scale tensor of fp8 values x, in the destination layout only. */
+static rs_status declare_scales(rs_layout *dst, const rt_tensor *x,
+                                const rt_dtype_spec *spec) {
+  char name[RT_NAME_MAX + 16];
+  int64_t shape[RT_MAXD];
+  rt_scale_name(x->name, name, sizeof name);
+  rt_scale_shape(x, spec, shape);
+  rs_status st =
+      rs_layout_add_tensor(dst, name, RS_DTYPE_F32, x->ndim, shape);
+  if (st == RS_OK)
+    st = rs_layout_set_block_scales(dst, x->name, name, spec->block_rows,
+                                    spec->block_cols, spec->rule);
+  return st;
 }
 
 int rt_job_layouts(const rt_job *job, rs_context **ctx_out,
@@ -249,8 +387,12 @@ int rt_job_layouts(const rt_job *job, rs_context **ctx_out,
   if (st == RS_OK) st = rs_layout_create(ctx, &l[1]);
   for (int t = 0; st == RS_OK && t < job->model.n; t++) {
     const rt_tensor *x = &job->model.t[t];
-    for (int s = 0; s < 2 && st == RS_OK; s++)
-      st = rs_layout_add_tensor(l[s], x->name, x->dtype, x->ndim, x->shape);
+    const rt_tensor_dtype *td = &job->td[t];
+    st = rs_layout_add_tensor(l[0], x->name, td->src, x->ndim, x->shape);
+    if (st == RS_OK)
+      st = rs_layout_add_tensor(l[1], x->name, td->dst, x->ndim, x->shape);
+    if (st == RS_OK && td->scaled)
+      st = declare_scales(l[1], x, &job->dtypes);
   }
   if (st != RS_OK) {
     rt_fail(e, "building layouts: %s: %s", rs_status_name(st),
@@ -283,6 +425,7 @@ void rt_job_rank_name(const rt_job *job, int rank, char *buf, size_t n) {
     snprintf(buf, n, "-");
     return;
   }
+  char tr[96] = "", in[48] = "";
   if (rank < job->ntrain) {
     const rt_train *t = &job->train;
     int ss = rt_train_stage_size(t);
@@ -297,13 +440,18 @@ void rt_job_rank_name(const rt_job *job, int rank, char *buf, size_t n) {
         snprintf(x, sizeof x, " ep%d edp%d", ep, edp);
     }
     if (t->cp > 1) snprintf(c, sizeof c, " cp%d", cp);
-    snprintf(buf, n, "train r%d (pp%d tp%d%s dp%d%s, domain %d)", rank, s, tp,
-             c, dp, x, job->domain[rank]);
-  } else {
-    int i = rank - job->ntrain;
-    snprintf(buf, n, "infer r%d (dp%d tp%d, domain %d)", rank,
-             i / job->infer.tp, i % job->infer.tp, job->domain[rank]);
+    snprintf(tr, sizeof tr, "pp%d tp%d%s dp%d%s", s, tp, c, dp, x);
   }
+  int i = rank - job->infer_first;
+  if (i >= 0 && i < job->ninfer)
+    snprintf(in, sizeof in, "dp%d tp%d", i / job->infer.tp, i % job->infer.tp);
+  if (rt_job_colocated(job))
+    snprintf(buf, n, "r%d (train %s | infer %s, domain %d)", rank, tr, in,
+             job->domain[rank]);
+  else if (tr[0])
+    snprintf(buf, n, "train r%d (%s, domain %d)", rank, tr, job->domain[rank]);
+  else
+    snprintf(buf, n, "infer r%d (%s, domain %d)", rank, in, job->domain[rank]);
 }
 
 /* ---- groups --------------------------------------------------------------- */

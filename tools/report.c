@@ -1,5 +1,6 @@
 /* Running the model and presenting it. */
 #include "report.h"
+#include "report_dtypes.h"
 
 #include <json-c/json.h>
 #include <pthread.h>
@@ -18,24 +19,28 @@ typedef struct worker {
   atomic_int done;
 } worker;
 
-static const char *phases[] = {"building layouts", "planning (rs_plan_create)",
+static const char *phases[] = {"building layouts and planning "
+                               "(rs_plan_create)",
                                "modelling our plan",
+                               "planning the same sync without conversion",
                                "modelling the reference's algorithms",
                                "modelling gather-and-broadcast",
                                "computing the lower bound", "done"};
 
-static int run(worker *w) {
-  const rt_job *job = w->job;
-  rt_report *r = w->r;
-  rt_err *e = &w->err;
+/* Build the layouts of job and plan them; *ctx and *plan for the caller
+ * to destroy. */
+static int plan_job(const rt_job *job, const rt_options *opt,
+                    rs_context **ctx_out, rs_plan **plan_out,
+                    int64_t *staging_setting, double *layout_s,
+                    double *plan_s, rt_err *e) {
   double t0 = rt_now();
   rs_context *ctx = NULL;
   rs_layout *src = NULL, *dst = NULL;
-  atomic_store(&w->phase, 0);
+  *plan_out = NULL;
   if (rt_job_layouts(job, &ctx, &src, &dst, e)) return -1;
-  if (r->opt.staging_bytes > 0) {
+  if (opt->staging_bytes > 0) {
     rs_status st = rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES,
-                                        r->opt.staging_bytes);
+                                        opt->staging_bytes);
     if (st != RS_OK) {
       rt_fail(e, "--staging-mib: %s", rs_context_last_error(ctx));
       rs_layout_destroy(src);
@@ -44,13 +49,12 @@ static int run(worker *w) {
       return -1;
     }
   }
-  rs_context_get_param(ctx, RS_PARAM_STAGING_BYTES, &r->staging_setting);
+  if (staging_setting)
+    rs_context_get_param(ctx, RS_PARAM_STAGING_BYTES, staging_setting);
   double t1 = rt_now();
-  r->layout_s = t1 - t0;
-  atomic_store(&w->phase, 1);
-  rs_plan *plan = NULL;
-  rs_status st = rs_plan_create(src, dst, &plan);
-  r->plan_s = rt_now() - t1;
+  *layout_s = t1 - t0;
+  rs_status st = rs_plan_create(src, dst, plan_out);
+  *plan_s = rt_now() - t1;
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   if (st != RS_OK) {
@@ -59,20 +63,95 @@ static int run(worker *w) {
     rs_context_destroy(ctx);
     return -1;
   }
+  *ctx_out = ctx;
+  return 0;
+}
+
+/* The elements each rank converts, from the plan. */
+static void read_conversion(const rt_job *job, const rs_plan *plan,
+                            rt_report *r) {
+  r->converted_sending = rt_xcalloc((size_t)job->world, sizeof(int64_t));
+  r->converted_receiving = rt_xcalloc((size_t)job->world, sizeof(int64_t));
+  for (int k = 0; k < job->world; k++) {
+    rs_plan_stat(plan, k, RS_STAT_CONVERTED_SENDING, &r->converted_sending[k]);
+    rs_plan_stat(plan, k, RS_STAT_CONVERTED_RECEIVING,
+                 &r->converted_receiving[k]);
+    r->converted_sending_all += (double)r->converted_sending[k];
+    r->converted_receiving_all += (double)r->converted_receiving[k];
+  }
+}
+
+/* The same sync in the model's dtype on both sides, planned and
+ * modelled as ours. */
+static int plan_without_conversion(const rt_job *job, rt_report *r,
+                                   rt_err *e) {
+  rt_job plain;
+  rt_job_without_conversion(job, &plain);
+  rs_context *ctx = NULL;
+  rs_plan *plan = NULL;
+  double layout_s = 0;
+  int rc = plan_job(&plain, &r->opt, &ctx, &plan, NULL, &layout_s,
+                    &r->plain_plan_s, e);
+  if (rc == 0) {
+    rt_load l;
+    rt_load_init(&l, job->world);
+    rc = rt_strategy_ours(&plain, plan, &l, NULL, &r->ours_plain,
+                          &r->plain_messages, NULL, e);
+    r->plain_bytes_local = l.local;
+    r->plain_bytes_intra = l.intra;
+    r->plain_bytes_inter = l.inter;
+    rt_load_free(&l);
+    rs_plan_destroy(plan);
+    rs_context_destroy(ctx);
+  }
+  rt_job_view_free(&plain);
+  r->ours_plain.key = "ours_plain";
+  r->ours_plain.label = job->dtypes.train == RS_DTYPE_F32 &&
+                                job->dtypes.infer == RS_DTYPE_F32
+                            ? "ours, no conversion"
+                            : "ours, bf16 -> bf16 (no conversion)";
+  return rc;
+}
+
+static int run(worker *w) {
+  const rt_job *job = w->job;
+  rt_report *r = w->r;
+  rt_err *e = &w->err;
+  rs_context *ctx = NULL;
+  rs_plan *plan = NULL;
+  atomic_store(&w->phase, 0);
+  if (plan_job(job, &r->opt, &ctx, &plan, &r->staging_setting, &r->layout_s,
+               &r->plan_s, e))
+    return -1;
   double t2 = rt_now();
   rs_plan_num_moves(plan, &r->moves);
   rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_ROUNDS, &r->rounds);
   rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_STAGING_BYTES, &r->staging_peak);
-  atomic_store(&w->phase, 2);
+  int64_t local = 0, intra = 0, inter = 0;
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_LOCAL, &local);
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTRA, &intra);
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTER, &inter);
+  r->bytes_local = (double)local;
+  r->bytes_intra = (double)intra;
+  r->bytes_inter = (double)inter;
+  r->bytes_needed = rt_job_needed_bytes(job);
+  r->bytes_held = rt_held_bytes(job);
+  r->converts = job->dsum.converts;
+  if (r->converts) read_conversion(job, plan, r);
+  atomic_store(&w->phase, 1);
   rt_load_init(&r->ours_load, job->world);
   if (r->opt.matrix)
     r->matrix = rt_xcalloc((size_t)job->world * (size_t)job->world,
                            sizeof *r->matrix);
   int rc = rt_strategy_ours(job, plan, &r->ours_load, r->matrix, &r->ours,
-                            &r->messages, &r->bytes_local, e);
+                            &r->messages, NULL, e);
   rs_plan_destroy(plan);
   rs_context_destroy(ctx);
   if (rc) return -1;
+  double model_s = rt_now() - t2;
+  atomic_store(&w->phase, 2);
+  if (r->converts && plan_without_conversion(job, r, e)) return -1;
+  double t3 = rt_now();
   atomic_store(&w->phase, 3);
   rt_load l;
   rt_load_init(&l, job->world);
@@ -82,9 +161,11 @@ static int run(worker *w) {
   rt_load_free(&l);
   atomic_store(&w->phase, 4);
   rt_strategy_gather_bcast(job, r->opt.bucket_bytes, &r->gb_rl, &r->gb_ideal);
+  if (r->converts)
+    rt_strategy_gather_convert_bcast(job, r->opt.bucket_bytes, &r->gb_convert);
   atomic_store(&w->phase, 5);
   rt_lower_bound(job, &r->lb);
-  r->model_s = rt_now() - t2;
+  r->model_s = model_s + rt_now() - t3;
   atomic_store(&w->phase, 6);
   return 0;
 }
@@ -148,23 +229,55 @@ void rt_report_free(rt_report *r) {
   if (!r) return;
   rt_load_free(&r->ours_load);
   free(r->matrix);
+  free(r->converted_sending);
+  free(r->converted_receiving);
   r->matrix = NULL;
+  r->converted_sending = r->converted_receiving = NULL;
 }
 
 /* ---- table ----------------------------------------------------------------- */
 
 static void hot_text(const rt_report *r, const rt_result *res, char *buf,
                      size_t n) {
-  if (res->hot.rank < 0) {
+  /* the lower bound names its rank in the note, it has no link figures */
+  if (res->hot.rank < 0 || res == &r->lb) {
     snprintf(buf, n, "%s", res->note);
     return;
   }
   char who[128], b[32];
   rt_job_rank_name(r->job, res->hot.rank, who, sizeof who);
-  snprintf(buf, n, "%s of %s: %s, %.0f msgs, %.3f s (%.2fx the mean)",
-           rt_link_name(res->hot.link), who, rt_fmt_bytes(res->hot.bytes, b, sizeof b),
-           res->hot.msgs, res->hot.time,
-           res->hot.mean_time > 0 ? res->hot.time / res->hot.mean_time : 0);
+  size_t at = 0;
+  if (res->hot.link >= 0)
+    at = (size_t)snprintf(
+        buf, n, "%s of %s: %s, %.0f msgs, %.3f s (%.2fx the mean)",
+        rt_link_name(res->hot.link), who,
+        rt_fmt_bytes(res->hot.bytes, b, sizeof b), res->hot.msgs,
+        res->hot.time,
+        res->hot.mean_time > 0 ? res->hot.time / res->hot.mean_time : 0);
+  else
+    at = (size_t)snprintf(buf, n, "%s", who);
+  if (res->hot.convert_time > 0 && at < n)
+    snprintf(buf + at, n - at, " + converting %s of %s in %.4f s after it",
+             rt_fmt_bytes(res->hot.convert_bytes, b, sizeof b),
+             rt_dtype_word(r->job->dtypes.train), res->hot.convert_time);
+}
+
+/* "0.352" or "n/a"; a time over ours ("2.07x") likewise. */
+static const char *fmt_time(const rt_result *x, char *buf, size_t n) {
+  if (x->not_applicable)
+    snprintf(buf, n, "n/a");
+  else
+    snprintf(buf, n, "%.3f", x->time);
+  return buf;
+}
+
+static const char *fmt_ratio(const rt_result *x, double ours, char *buf,
+                             size_t n) {
+  if (x->not_applicable)
+    snprintf(buf, n, "n/a");
+  else
+    snprintf(buf, n, "%.2fx", ours > 0 ? x->time / ours : 0);
+  return buf;
 }
 
 static void domain_span(const rt_job *job, int from, int to, char *buf,
@@ -176,6 +289,21 @@ static void domain_span(const rt_job *job, int from, int to, char *buf,
     snprintf(buf, n, "%d-%d", a, b);
 }
 
+/* The strategies in table order; with conversion, the same sync without
+ * it under ours and gather-convert-broadcast under gather+broadcast. */
+static size_t report_rows(const rt_report *r, const rt_result **rows) {
+  size_t n = 0;
+  rows[n++] = &r->ours;
+  if (r->converts) rows[n++] = &r->ours_plain;
+  rows[n++] = &r->hier;
+  rows[n++] = &r->direct;
+  rows[n++] = &r->gb_rl;
+  rows[n++] = &r->gb_ideal;
+  if (r->converts) rows[n++] = &r->gb_convert;
+  rows[n++] = &r->lb;
+  return n;
+}
+
 void rt_report_print(const rt_report *r, FILE *f) {
   const rt_job *job = r->job;
   const rt_cluster *c = &job->cluster;
@@ -183,25 +311,29 @@ void rt_report_print(const rt_report *r, FILE *f) {
   char tr[160], in[96], b1[32], b2[32], b3[32], d1[32], d2[32];
   rt_train_describe(&job->train, moe, tr, sizeof tr);
   rt_infer_describe(&job->infer, moe, in, sizeof in);
+  bool colocated = rt_job_colocated(job);
   domain_span(job, 0, job->ntrain, d1, sizeof d1);
-  domain_span(job, job->ntrain, job->world, d2, sizeof d2);
-  fprintf(f, "reshard plan: %s, %.2fe9 params (published %.2fe9), %s bf16, "
+  domain_span(job, job->infer_first, job->infer_first + job->ninfer, d2,
+              sizeof d2);
+  fprintf(f, "reshard plan: %s, %.2fe9 params (published %.2fe9), %s %s, "
              "%d tensors\n",
           job->model.info->name, r->model_params / 1e9,
           job->model.info->published_params / 1e9,
-          rt_fmt_bytes(r->model_bytes, b1, sizeof b1), job->model.n);
+          rt_fmt_bytes(r->model_bytes, b1, sizeof b1),
+          rt_dtype_word(job->model.t[0].dtype), job->model.n);
   fprintf(f, "train  : %d GPUs, ranks 0-%d, %s, Megatron order, domains %s\n",
           job->ntrain, job->ntrain - 1, tr, d1);
-  fprintf(f, "infer  : %d GPUs, ranks %d-%d, %s, vLLM fused buffers, "
+  fprintf(f, "infer  : %d GPUs, ranks %d-%d%s, %s, vLLM fused buffers, "
              "domains %s\n",
-          job->ninfer, job->ntrain, job->world - 1, in, d2);
+          job->ninfer, job->infer_first, job->infer_first + job->ninfer - 1,
+          colocated ? " (colocated: the trainer's GPUs)" : "", in, d2);
   fprintf(f, "cluster: %s, %d of %d GPUs per NVLink domain used (%s "
              "placement); per GPU: NVLink %.0f GB/s, NIC %.0f GB/s per "
-             "direction; latency %.0f/%.0f us (NVLink/NIC)\n",
+             "direction, copy %.0f GB/s; latency %.0f/%.0f us "
+             "(NVLink/NIC)\n",
           c->name, job->domain_gpus, c->gpus_per_domain,
-          job->placement == RT_PLACE_SPLIT ? "split" : "packed",
-          c->nvl_bw / 1e9, c->nic_bw / 1e9, c->nvl_lat * 1e6,
-          c->nic_lat * 1e6);
+          rt_placement_name(job->placement), c->nvl_bw / 1e9, c->nic_bw / 1e9,
+          c->copy_bw / 1e9, c->nvl_lat * 1e6, c->nic_lat * 1e6);
   fprintf(f, "plan   : %lld moves, %lld rounds, %.0f messages, staging "
              "%.0f MiB/rank (peak %.0f MiB); layouts %.2f s, plan %.2f s, "
              "model %.2f s\n",
@@ -209,37 +341,56 @@ void rt_report_print(const rt_report *r, FILE *f) {
           (double)r->staging_setting / (1 << 20),
           (double)r->staging_peak / (1 << 20), r->layout_s, r->plan_s,
           r->model_s);
-  fprintf(f, "bytes  : across domains %s (must cross: %s), inside domains "
-             "%s, local %s\n\n",
-          rt_fmt_bytes(r->ours.bytes_inter, b1, sizeof b1),
-          rt_fmt_bytes(r->lb.bytes_inter, b2, sizeof b2),
-          rt_fmt_bytes(r->ours.bytes_intra, b3, sizeof b3),
-          rt_fmt_bytes(r->bytes_local, d1, sizeof d1));
-  fprintf(f, "%-34s %10s %9s %11s %11s  %s\n", "strategy", "time [s]",
+  char held[48] = "";
+  if (colocated)
+    snprintf(held, sizeof held, "; held: %s",
+             rt_fmt_bytes(r->bytes_held, b2, sizeof b2));
+  fprintf(f, "bytes  : the inference ranks need %s: %s stay on the GPU "
+             "(local copy%s), %s inside domains (NVLink), %s across domains "
+             "(NIC; must cross: %s)\n",
+          rt_fmt_bytes(r->bytes_needed, b1, sizeof b1),
+          rt_fmt_bytes(r->bytes_local, d1, sizeof d1), held,
+          rt_fmt_bytes(r->bytes_intra, b3, sizeof b3),
+          rt_fmt_bytes(r->bytes_inter, d2, sizeof d2),
+          rt_fmt_bytes(r->lb.bytes_inter, b2, sizeof b2));
+  rt_report_print_dtypes(r, f);
+  fprintf(f, "\n%-34s %10s %9s %11s %11s  %s\n", "strategy", "time [s]",
           "vs ours", "across", "inside", "hot spot / note");
-  const rt_result *rows[] = {&r->ours, &r->hier, &r->direct, &r->gb_rl,
-                             &r->gb_ideal, &r->lb};
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+  const rt_result *rows[8];
+  size_t nrows = report_rows(r, rows);
+  for (size_t i = 0; i < nrows; i++) {
     const rt_result *x = rows[i];
-    char hot[640];
+    char hot[640], tm[16], ratio[16];
     hot_text(r, x, hot, sizeof hot);
-    fprintf(f, "%-34s %10.3f %8.2fx %11s %11s  %s\n", x->label, x->time,
-            r->ours.time > 0 ? x->time / r->ours.time : 0,
-            rt_fmt_bytes(x->bytes_inter, b1, sizeof b1),
-            x == &r->lb ? "-" : rt_fmt_bytes(x->bytes_intra, b2, sizeof b2),
-            hot);
+    bool none = x->not_applicable || x == &r->lb;
+    fprintf(f, "%-34s %10s %9s %11s %11s  %s\n", x->label,
+            fmt_time(x, tm, sizeof tm), fmt_ratio(x, r->ours.time, ratio,
+                                                  sizeof ratio),
+            x->not_applicable ? "-"
+                              : rt_fmt_bytes(x->bytes_inter, b1, sizeof b1),
+            none ? "-" : rt_fmt_bytes(x->bytes_intra, b2, sizeof b2), hot);
   }
   const rt_result *notes[] = {&r->hier, &r->direct};
   fprintf(f, "\n");
   for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
-    fprintf(f, "%-34s %s\n", notes[i]->label, notes[i]->note);
+    if (!notes[i]->not_applicable)
+      fprintf(f, "%-34s %s\n", notes[i]->label, notes[i]->note);
   double q = r->lb.time > 0 ? r->ours.time / r->lb.time : 0;
-  fprintf(f, "\nspeedup of our plan: %.2fx over the reference's "
-             "hierarchical, %.2fx over direct point-to-point, %.2fx over "
-             "gather+broadcast as RL frameworks run it, %.2fx over the "
+  char s1[16], s2[16], s3[16], s4[16];
+  fprintf(f, "\nspeedup of our plan: %s over the reference's "
+             "hierarchical, %s over direct point-to-point, %s over "
+             "gather+broadcast as RL frameworks run it, %s over the "
              "ideal gather+broadcast\n",
-          r->hier.time / r->ours.time, r->direct.time / r->ours.time,
-          r->gb_rl.time / r->ours.time, r->gb_ideal.time / r->ours.time);
+          fmt_ratio(&r->hier, r->ours.time, s1, sizeof s1),
+          fmt_ratio(&r->direct, r->ours.time, s2, sizeof s2),
+          fmt_ratio(&r->gb_rl, r->ours.time, s3, sizeof s3),
+          fmt_ratio(&r->gb_ideal, r->ours.time, s4, sizeof s4));
+  if (r->converts)
+    fprintf(f, "with conversion: %s over the same sync without it (ours), "
+               "%s over %s\n",
+            fmt_ratio(&r->ours_plain, r->ours.time, s1, sizeof s1),
+            fmt_ratio(&r->gb_convert, r->ours.time, s2, sizeof s2),
+            r->gb_convert.label);
   fprintf(f, "plan quality (ours / lower bound): %.3f\n", q);
 }
 
@@ -253,26 +404,47 @@ static json_object *result_json(const rt_report *r, const rt_result *x) {
   json_object *o = json_object_new_object();
   json_object_object_add(o, "key", js(x->key));
   json_object_object_add(o, "label", js(x->label));
-  json_object_object_add(o, "time_s", jd(x->time));
-  json_object_object_add(o, "bytes_inter", jd(x->bytes_inter));
-  json_object_object_add(o, "bytes_intra", jd(x->bytes_intra));
+  /* a strategy with no such mode: null figures */
+  bool na = x->not_applicable;
+  json_object_object_add(o, "applicable", json_object_new_boolean(!na));
+  json_object_object_add(o, "time_s", na ? NULL : jd(x->time));
+  json_object_object_add(o, "bytes_inter", na ? NULL : jd(x->bytes_inter));
+  json_object_object_add(o, "bytes_intra", na ? NULL : jd(x->bytes_intra));
   if (r->ours.time > 0 && x != &r->ours)
-    json_object_object_add(o, "vs_ours", jd(x->time / r->ours.time));
-  if (x->hot.rank >= 0) {
+    json_object_object_add(o, "vs_ours", na ? NULL : jd(x->time / r->ours.time));
+  if (x->hot.rank >= 0 && x == &r->lb) {
     char who[128];
     rt_job_rank_name(r->job, x->hot.rank, who, sizeof who);
     json_object *h = json_object_new_object();
     json_object_object_add(h, "rank", ji(x->hot.rank));
     json_object_object_add(h, "rank_name", js(who));
-    json_object_object_add(h, "link", js(rt_link_key(x->hot.link)));
+    json_object_object_add(o, "hot_spot", h);
+  } else if (x->hot.rank >= 0) {
+    char who[128];
+    rt_job_rank_name(r->job, x->hot.rank, who, sizeof who);
+    json_object *h = json_object_new_object();
+    json_object_object_add(h, "rank", ji(x->hot.rank));
+    json_object_object_add(h, "rank_name", js(who));
+    json_object_object_add(h, "link", x->hot.link >= 0
+                                          ? js(rt_link_key(x->hot.link))
+                                          : NULL);
     json_object_object_add(h, "bytes", jd(x->hot.bytes));
     json_object_object_add(h, "messages", jd(x->hot.msgs));
     json_object_object_add(h, "time_s", jd(x->hot.time));
     json_object_object_add(h, "mean_time_s", jd(x->hot.mean_time));
+    if (x->hot.convert_bytes > 0) {
+      json_object_object_add(h, "convert_bytes", jd(x->hot.convert_bytes));
+      json_object_object_add(h, "convert_s", jd(x->hot.convert_time));
+    }
     json_object_object_add(o, "hot_spot", h);
   }
   json_object_object_add(o, "note", js(x->note));
   return o;
+}
+
+/* time of x over ours; null when x does not apply */
+static json_object *speedup_json(const rt_result *x, const rt_report *r) {
+  return x->not_applicable ? NULL : jd(x->time / r->ours.time);
 }
 
 char *rt_report_json(const rt_report *r) {
@@ -305,18 +477,21 @@ char *rt_report_json(const rt_report *r) {
   json_object_object_add(in, "tp", ji(job->infer.tp));
   json_object_object_add(in, "dp", ji(job->infer.dp));
   json_object_object_add(in, "ep", ji(job->infer.ep));
-  json_object_object_add(in, "first_rank", ji(job->ntrain));
+  json_object_object_add(in, "first_rank", ji(job->infer_first));
   json_object_object_add(root, "infer", in);
   json_object *cl = json_object_new_object();
   json_object_object_add(cl, "name", js(c->name));
   json_object_object_add(cl, "gpus_per_domain", ji(c->gpus_per_domain));
   json_object_object_add(cl, "job_gpus_per_domain", ji(job->domain_gpus));
-  json_object_object_add(cl, "placement",
-                         js(job->placement == RT_PLACE_SPLIT ? "split" : "packed"));
+  json_object_object_add(cl, "placement", js(rt_placement_name(job->placement)));
+  json_object_object_add(cl, "colocated",
+                         json_object_new_boolean(rt_job_colocated(job)));
   json_object_object_add(cl, "nvlink_bytes_per_s", jd(c->nvl_bw));
   json_object_object_add(cl, "nic_bytes_per_s", jd(c->nic_bw));
   json_object_object_add(cl, "nvlink_latency_s", jd(c->nvl_lat));
   json_object_object_add(cl, "nic_latency_s", jd(c->nic_lat));
+  json_object_object_add(cl, "copy_bytes_per_s", jd(c->copy_bw));
+  json_object_object_add(cl, "convert_bytes_per_s", jd(c->convert_bw));
   json_object_object_add(cl, "bcast_bytes_per_s", jd(rt_bcast_bw(job)));
   json_object_object_add(cl, "domains", ji(job->ndomains));
   json_object_object_add(root, "cluster", cl);
@@ -329,15 +504,22 @@ char *rt_report_json(const rt_report *r) {
   json_object_object_add(p, "layout_s", jd(r->layout_s));
   json_object_object_add(p, "create_s", jd(r->plan_s));
   json_object_object_add(p, "model_s", jd(r->model_s));
-  json_object_object_add(p, "bytes_inter", jd(r->ours.bytes_inter));
-  json_object_object_add(p, "bytes_intra", jd(r->ours.bytes_intra));
+  json_object_object_add(p, "bytes_needed", jd(r->bytes_needed));
   json_object_object_add(p, "bytes_local", jd(r->bytes_local));
+  json_object_object_add(p, "bytes_held", jd(r->bytes_held));
+  json_object_object_add(p, "bytes_intra", jd(r->bytes_intra));
+  json_object_object_add(p, "bytes_inter", jd(r->bytes_inter));
   json_object_object_add(p, "bytes_must_cross", jd(r->lb.bytes_inter));
+  rt_report_dtypes_json(r, root, p);
   json_object_object_add(root, "plan", p);
   json_object *s = json_object_new_array();
-  const rt_result *rows[] = {&r->ours, &r->hier, &r->direct, &r->gb_rl,
-                             &r->gb_ideal, &r->lb};
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+  /* the strategies of every run first, in a fixed order; then, with
+   * conversion, the same sync without it and gather-convert-broadcast */
+  const rt_result *rows[] = {&r->ours,  &r->hier,       &r->direct,
+                             &r->gb_rl, &r->gb_ideal,   &r->lb,
+                             &r->ours_plain, &r->gb_convert};
+  size_t nrows = r->converts ? 8 : 6;
+  for (size_t i = 0; i < nrows; i++) {
     json_object *o = result_json(r, rows[i]);
     const rt_ref_stats *st = rows[i] == &r->hier     ? &r->hier_stats
                              : rows[i] == &r->direct ? &r->direct_stats
@@ -354,16 +536,23 @@ char *rt_report_json(const rt_report *r) {
   }
   json_object_object_add(root, "strategies", s);
   json_object *sp = json_object_new_object();
-  json_object_object_add(sp, "vs_hierarchical", jd(r->hier.time / r->ours.time));
-  json_object_object_add(sp, "vs_direct", jd(r->direct.time / r->ours.time));
-  json_object_object_add(sp, "vs_gather_bcast_rl", jd(r->gb_rl.time / r->ours.time));
+  json_object_object_add(sp, "vs_hierarchical", speedup_json(&r->hier, r));
+  json_object_object_add(sp, "vs_direct", speedup_json(&r->direct, r));
+  json_object_object_add(sp, "vs_gather_bcast_rl", speedup_json(&r->gb_rl, r));
   json_object_object_add(sp, "vs_gather_bcast_ideal",
-                         jd(r->gb_ideal.time / r->ours.time));
+                         speedup_json(&r->gb_ideal, r));
+  json_object_object_add(sp, "vs_without_conversion",
+                         r->converts ? speedup_json(&r->ours_plain, r) : NULL);
+  json_object_object_add(sp, "vs_gather_convert_bcast",
+                         r->converts ? speedup_json(&r->gb_convert, r) : NULL);
   json_object_object_add(root, "speedups", sp);
   json_object_object_add(root, "plan_quality",
                          jd(r->lb.time > 0 ? r->ours.time / r->lb.time : 0));
-  json_object_object_add(root, "hierarchical_vs_direct",
-                         jd(r->hier.time > 0 ? r->direct.time / r->hier.time : 0));
+  json_object_object_add(
+      root, "hierarchical_vs_direct",
+      r->hier.not_applicable
+          ? NULL
+          : jd(r->hier.time > 0 ? r->direct.time / r->hier.time : 0));
   const char *text = json_object_to_json_string_ext(
       root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
   char *out = rt_xstrdup(text);

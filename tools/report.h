@@ -20,9 +20,25 @@ typedef struct rt_report {
   rt_options opt;
   double layout_s, plan_s, model_s; /* wall seconds of each phase */
   int64_t moves, rounds, staging_peak, staging_setting;
-  double messages, bytes_local;
+  double messages;
+  /* Where the bytes the inference ranks need come from, summed over ranks
+   * from rs_plan_stat: copied inside a GPU (RS_STAT_BYTES_LOCAL), sent
+   * inside a domain (..._SENT_INTRA), sent across domains (..._SENT_INTER);
+   * and what they need in all (rt_job_needed_bytes). */
+  double bytes_local, bytes_intra, bytes_inter, bytes_needed;
+  double bytes_held; /* of those needed, held by the rank itself */
   double model_params, model_bytes;
   rt_result ours, hier, direct, gb_rl, gb_ideal, lb;
+  /* When dtypes change on the way (job->dsum.converts): elements each
+   * rank converts (RS_STAT_CONVERTED_SENDING, _RECEIVING), and, beside
+   * ours, the same sync planned without conversion (the model's dtype on
+   * both sides) and gather-convert-broadcast. */
+  bool converts;
+  int64_t *converted_sending, *converted_receiving; /* per rank */
+  double converted_sending_all, converted_receiving_all;
+  rt_result ours_plain, gb_convert;
+  double plain_plan_s, plain_messages;
+  double plain_bytes_local, plain_bytes_intra, plain_bytes_inter;
   rt_ref_stats hier_stats, direct_stats;
   rt_load ours_load;
   double *matrix; /* world*world, [src*world + dst]; NULL unless asked */

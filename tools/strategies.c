@@ -1,4 +1,6 @@
-/* The strategies of the cost model. See strategies.h and docs/MODEL.md. */
+/* The strategies of the cost model but gather-and-broadcast
+ * (gather_bcast.c): ours, the reference's algorithms, the lower bound.
+ * See strategies.h and docs/MODEL.md. */
 #include "strategies.h"
 
 #include <math.h>
@@ -6,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void result_init(rt_result *r, const char *key, const char *label) {
+void rt_result_init(rt_result *r, const char *key, const char *label) {
   memset(r, 0, sizeof *r);
   r->key = key;
   r->label = label;
@@ -54,52 +56,114 @@ static bool set_insert(key_set *s, uint64_t key) {
   return true;
 }
 
+/* Model tensor index of a plan tensor's name; a scale tensor gives its
+ * values' index and *scales true; -1 when the model has no such tensor. */
+static int model_tensor(const rt_job *job, int hint, const char *name,
+                        bool *scales) {
+  *scales = false;
+  if (hint < job->model.n && !strcmp(job->model.t[hint].name, name))
+    return hint;
+  size_t n = strlen(name), sfx = strlen("_scale_inv");
+  bool scale_name = n > sfx && !strcmp(name + n - sfx, "_scale_inv");
+  for (int i = 0; i < job->model.n; i++) {
+    const char *x = job->model.t[i].name;
+    if (!strcmp(x, name)) return i;
+    if (scale_name && job->td[i].scaled && strlen(x) == n - sfx &&
+        !strncmp(x, name, n - sfx)) {
+      *scales = true;
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* Bytes an element of plan tensor t most likely takes on the wire: the
+ * narrower dtype, fp8 values as fp8, scales as f32. The plan's per-rank
+ * figures are exact; this only splits a sender's bytes over receivers. */
+static int64_t nominal_esize(const rt_job *job, int c, bool scales) {
+  if (scales) return (int64_t)rs_dtype_size(RS_DTYPE_F32);
+  size_t a = rs_dtype_size(job->td[c].src), b = rs_dtype_size(job->td[c].dst);
+  return (int64_t)(a < b ? a : b);
+}
+
 int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
                      double *matrix, rt_result *res, double *messages,
                      double *bytes_local, rt_err *e) {
-  result_init(res, "ours", "ours (libreshard plan)");
+  rt_result_init(res, "ours", "ours (libreshard plan)");
   int nt = 0;
   int64_t nm = 0;
   if (rs_plan_num_tensors(plan, &nt) != RS_OK ||
       rs_plan_num_moves(plan, &nm) != RS_OK)
     return rt_fail(e, "reading the plan: %s", rs_last_error());
+  int W = job->world;
+  /* Bytes on each link, from the plan's per-rank figures: they count
+   * what travels in the dtype it travels in. */
+  const rs_stat stat[RT_NLINK] = {RS_STAT_BYTES_SENT_INTRA,
+                                  RS_STAT_BYTES_RECV_INTRA,
+                                  RS_STAT_BYTES_SENT_INTER,
+                                  RS_STAT_BYTES_RECV_INTER,
+                                  RS_STAT_BYTES_LOCAL};
+  double src_esize = (double)rs_dtype_size(job->dtypes.train);
+  for (int r = 0; r < W; r++) {
+    for (int k = 0; k < RT_NLINK; k++) {
+      int64_t v = 0;
+      rs_plan_stat(plan, r, stat[k], &v);
+      load->bytes[k][r] += (double)v;
+    }
+    load->intra += load->bytes[RT_NVL_OUT][r];
+    load->inter += load->bytes[RT_NIC_OUT][r];
+    load->local += load->bytes[RT_COPY][r];
+    /* every conversion reads the trainer's dtype */
+    int64_t sending = 0, receiving = 0;
+    rs_plan_stat(plan, r, RS_STAT_CONVERTED_SENDING, &sending);
+    rs_plan_stat(plan, r, RS_STAT_CONVERTED_RECEIVING, &receiving);
+    rt_load_add_convert(load, r, (double)(sending + receiving) * src_esize);
+  }
   /* Element size of every plan tensor, through its name. */
   int64_t *esize = rt_xmalloc(sizeof *esize * (size_t)(nt ? nt : 1));
   int *ndim = rt_xmalloc(sizeof *ndim * (size_t)(nt ? nt : 1));
   for (int t = 0; t < nt; t++) {
     const char *name = NULL;
+    bool scales;
     rs_plan_tensor_info(plan, t, &name, &ndim[t]);
-    int c = t < job->model.n && !strcmp(job->model.t[t].name, name) ? t : -1;
-    for (int i = 0; c < 0 && i < job->model.n; i++)
-      if (!strcmp(job->model.t[i].name, name)) c = i;
+    int c = model_tensor(job, t, name, &scales);
     if (c < 0) {
       free(esize);
       free(ndim);
       return rt_fail(e, "the plan's tensor '%s' is not in the model", name);
     }
-    esize[t] = (int64_t)rs_dtype_size(job->model.t[c].dtype);
+    esize[t] = nominal_esize(job, c, scales);
   }
   key_set set = {0};
-  double local = 0;
-  int W = job->world;
+  size_t nmsg = 0;
   for (int64_t i = 0; i < nm; i++) {
     int t, src, dst, round, fwd;
     rs_route route;
     int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
     rs_plan_move_info(plan, i, &t, &src, &dst, &route, &round, &fwd);
+    bool copy = route == RS_ROUTE_LOCAL;
+    uint64_t key = ((uint64_t)copy << 63) |
+                   ((uint64_t)(round & 0x7fffff) << 40) |
+                   ((uint64_t)src << 20) | (uint64_t)dst;
+    bool fresh = set_insert(&set, key + 1);
+    /* one message per (round, sender, receiver), on the move's link; a
+     * local move is a copy in the rank's memory (src == dst) */
+    rt_load_add(load, job->domain, src, dst, 0, fresh ? 1 : 0);
+    if (copy) continue;
+    nmsg += fresh;
+    if (!matrix) continue;
     rs_plan_move_box(plan, i, off, ext);
     int64_t v = 1;
     for (int d = 0; d < ndim[t]; d++) v *= ext[d];
-    double bytes = (double)(v * esize[t]);
-    if (route == RS_ROUTE_LOCAL) {
-      local += bytes;
-      continue;
-    }
-    uint64_t key = ((uint64_t)(round & 0xffffff) << 40) |
-                   ((uint64_t)src << 20) | (uint64_t)dst;
-    bool fresh = set_insert(&set, key + 1);
-    rt_load_add(load, job->domain, src, dst, bytes, fresh ? 1 : 0);
-    if (matrix) matrix[(size_t)src * (size_t)W + (size_t)dst] += bytes;
+    matrix[(size_t)src * (size_t)W + (size_t)dst] += (double)(v * esize[t]);
+  }
+  /* scale each sender's row to the bytes it really sends */
+  for (int r = 0; matrix && r < W; r++) {
+    double row = 0, sent = load->bytes[RT_NVL_OUT][r] +
+                           load->bytes[RT_NIC_OUT][r];
+    for (int d = 0; d < W; d++) row += matrix[(size_t)r * W + d];
+    for (int d = 0; row > 0 && d < W; d++)
+      matrix[(size_t)r * W + d] *= sent / row;
   }
   free(set.k);
   free(esize);
@@ -107,10 +171,10 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
   res->time = rt_load_time(load, &job->cluster, &res->hot);
   res->bytes_inter = load->inter;
   res->bytes_intra = load->intra;
-  if (messages) *messages = (double)set.n;
-  if (bytes_local) *bytes_local = local;
+  if (messages) *messages = (double)nmsg;
+  if (bytes_local) *bytes_local = load->local;
   snprintf(res->note, sizeof res->note,
-           "%zu messages (one per round, sender and receiver)", set.n);
+           "%zu messages (one per round, sender and receiver)", nmsg);
   return 0;
 }
 
@@ -287,6 +351,18 @@ static int leader_index(int pos, int nsrc, int nlocal) {
   return idx < nlocal ? idx : nlocal - 1;
 }
 
+static bool group_holds(const rt_group *g, int rank) {
+  int lo = 0, hi = g->n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (g->ranks[mid] < rank)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < g->n && g->ranks[lo] == rank;
+}
+
 static void ref_tensor(const rt_job *job, const rt_groups *S,
                        const rt_groups *D, double esize, bool hier,
                        rt_load *load) {
@@ -308,9 +384,11 @@ static void ref_tensor(const rt_job *job, const rt_groups *S,
           if (pos[(size_t)j * nd + k] < 0) continue;
           rt_box piece;
           rt_box_intersect(&S->g[j].box, &D->g[k].box, &piece);
+          int to = D->g[k].ranks[r];
           int h = S->g[j].ranks[s < S->g[j].n ? s : S->g[j].n - 1];
-          rt_load_add(load, dom, h, D->g[k].ranks[r],
-                      (double)rt_box_volume(&piece) * esize, 1);
+          if (rt_job_colocated(job) && group_holds(&S->g[j], to)) h = to;
+          rt_load_add(load, dom, h, to, (double)rt_box_volume(&piece) * esize,
+                      1);
         }
       }
     free(pos);
@@ -409,9 +487,18 @@ static int cmp_pat(const void *x, const void *y) {
 
 void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
                            rt_result *res, rt_ref_stats *stats) {
-  result_init(res, hier ? "hierarchical" : "direct",
+  rt_result_init(res, hier ? "hierarchical" : "direct",
               hier ? "reference hierarchical" : "direct point-to-point");
   rt_ref_stats st = {0};
+  if (hier && rt_job_colocated(job)) {
+    res->not_applicable = true;
+    snprintf(res->note, sizeof res->note,
+             "n/a: the reference (nccl_m2n) has no colocated mode; its "
+             "hierarchical scheme needs disjoint trainer and inference "
+             "ranks");
+    if (stats) *stats = st;
+    return;
+  }
   rt_load pre, phase;
   rt_load_init(&pre, job->world);
   rt_load_init(&phase, job->world);
@@ -528,142 +615,14 @@ void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
              "every tensor inside its rules (one sharded axis, even shards, "
              "<= 16 sources)%s",
              tail);
+  if (rt_job_colocated(job)) {
+    size_t at = strlen(res->note);
+    snprintf(res->note + at, sizeof res->note - at,
+             "; colocated: modelled as its point-to-point with a local copy "
+             "of what a rank holds");
+  }
   rt_load_free(&pre);
   if (stats) *stats = st;
-}
-
-/* ---- gather and broadcast -------------------------------------------------- */
-
-static int infer_domains(const rt_job *job) {
-  int n = 0, last = -1;
-  for (int r = job->ntrain; r < job->world; r++)
-    if (job->domain[r] != last) {
-      n++;
-      last = job->domain[r];
-    }
-  return n;
-}
-
-double rt_bcast_bw(const rt_job *job) {
-  const rt_cluster *c = &job->cluster;
-  if (c->bcast_gbps > 0) return c->bcast_gbps * 1e9;
-  /* The ring enters every inference domain once per channel; channels
-   * spread the crossings over up to nccl_channels NICs of a domain. */
-  int spread = job->domain_gpus < c->nccl_channels ? job->domain_gpus
-                                                    : c->nccl_channels;
-  double net = c->nic_bw * spread;
-  bool one_domain = job->ndomains == 1;
-  return one_domain || net > c->nvl_bw ? c->nvl_bw : net;
-}
-
-/* Latency of one pipelined ring broadcast over the inference ranks. */
-static double ring_latency(const rt_job *job, int *crossings) {
-  int cross = infer_domains(job);
-  int hops = job->ninfer; /* root -> first, ..., -> last */
-  if (cross > hops) cross = hops;
-  if (crossings) *crossings = cross;
-  return cross * job->cluster.nic_lat + (hops - cross) * job->cluster.nvl_lat;
-}
-
-void rt_strategy_gather_bcast(const rt_job *job, double bucket_bytes,
-                              rt_result *rl, rt_result *ideal) {
-  result_init(rl, "gb_rl", "gather+broadcast (RL frameworks)");
-  result_init(ideal, "gb_ideal", "gather+broadcast (ideal)");
-  const rt_cluster *c = &job->cluster;
-  double bw = rt_bcast_bw(job);
-  int cross = 0;
-  double lat = ring_latency(job, &cross);
-  double model = 0;
-  for (int t = 0; t < job->model.n; t++)
-    model += (double)rt_tensor_bytes(&job->model.t[t]);
-
-  rt_load bucket, all;
-  rt_load_init(&bucket, job->world);
-  rt_load_init(&all, job->world);
-  double total = 0, t_gather = 0, t_bcast = 0;
-  int nbuckets = 0;
-  int ss = rt_train_stage_size(&job->train);
-  for (int s = 0; s < job->train.pp; s++) {
-    int root = s * ss;
-    double in_bucket = 0;
-    for (int t = 0; t <= job->model.n; t++) {
-      bool in_stage =
-          t < job->model.n && rt_train_stage(&job->model, &job->train, t) == s;
-      double tb = in_stage ? (double)rt_tensor_bytes(&job->model.t[t]) : 0;
-      bool flush = t == job->model.n ||
-                   (in_stage && in_bucket > 0 && in_bucket + tb > bucket_bytes);
-      if (flush && in_bucket > 0) {
-        double tg = rt_load_time(&bucket, c, NULL);
-        double tbc = in_bucket / bw + lat;
-        t_gather += tg;
-        t_bcast += tbc;
-        total += tg + tbc;
-        nbuckets++;
-        rt_load_accumulate(&all, &bucket, 1);
-        rt_load_clear(&bucket);
-        in_bucket = 0;
-      }
-      if (!in_stage) continue;
-      in_bucket += tb;
-      /* the root gathers every part it lacks, from the nearest, least
-       * loaded holder */
-      const rt_tensor *x = &job->model.t[t];
-      rt_groups S;
-      rt_groups_from_mesh(&job->smesh[t], x, &S);
-      double esize = (double)rs_dtype_size(x->dtype);
-      for (int j = 0; j < S.n; j++) {
-        const rt_group *G = &S.g[j];
-        int best = -1;
-        bool own = false;
-        for (int h = 0; h < G->n && !own; h++) {
-          int r = G->ranks[h];
-          if (r == root) {
-            own = true;
-            break;
-          }
-          bool near = job->domain[r] == job->domain[root];
-          int link = near ? RT_NVL_OUT : RT_NIC_OUT;
-          if (best < 0) {
-            best = r;
-            continue;
-          }
-          bool bnear = job->domain[best] == job->domain[root];
-          int blink = bnear ? RT_NVL_OUT : RT_NIC_OUT;
-          if ((near && !bnear) ||
-              (near == bnear && bucket.bytes[link][r] < bucket.bytes[blink][best]))
-            best = r;
-        }
-        if (!own && best >= 0)
-          rt_load_add(&bucket, job->domain, best, root,
-                      (double)rt_box_volume(&G->box) * esize, 1);
-      }
-      rt_groups_free(&S);
-    }
-  }
-  rl->time = total;
-  rt_hot gh;
-  rt_load_time(&all, c, &gh);
-  /* every inference rank receives the whole model; the ring crosses into
-   * each inference domain once */
-  double bc_inter = model * cross, bc_intra = model * (job->ninfer - cross);
-  rl->bytes_inter = all.inter + bc_inter;
-  rl->bytes_intra = all.intra + bc_intra;
-  char who[128] = "-";
-  if (gh.rank >= 0) rt_job_rank_name(job, gh.rank, who, sizeof who);
-  snprintf(rl->note, sizeof rl->note,
-           "%d buckets: gather %.3f s (busiest: %s of %s, %.1f GB in all) + "
-           "broadcast %.3f s at %.0f GB/s, not overlapped",
-           nbuckets, t_gather, gh.rank >= 0 ? rt_link_name(gh.link) : "-", who,
-           gh.bytes / 1e9, t_bcast, bw / 1e9);
-  ideal->time = model / bw + lat;
-  ideal->bytes_inter = bc_inter;
-  ideal->bytes_intra = bc_intra;
-  snprintf(ideal->note, sizeof ideal->note,
-           "whole model (%.1f GB) in one pipelined ring broadcast at %.0f "
-           "GB/s, gather hidden",
-           model / 1e9, bw / 1e9);
-  rt_load_free(&bucket);
-  rt_load_free(&all);
 }
 
 /* ---- lower bound ----------------------------------------------------------- */
@@ -682,11 +641,40 @@ static int64_t clipped_union(const rt_box *boxes, int n, const rt_box *clip,
   return rt_union_volume(scratch, m);
 }
 
+/* Elements of box that rank holds on the source side. */
+static double held_volume(const rt_groups *S, int rank, const rt_box *box) {
+  double held = 0;
+  for (int j = 0; j < S->n; j++) {
+    rt_box o;
+    if (group_holds(&S->g[j], rank) && rt_box_intersect(&S->g[j].box, box, &o))
+      held += (double)rt_box_volume(&o);
+  }
+  return held;
+}
+
+double rt_held_bytes(const rt_job *job) {
+  double bytes = 0;
+  for (int t = 0; rt_job_colocated(job) && t < job->model.n; t++) {
+    const rt_tensor *x = &job->model.t[t];
+    rt_groups S, D;
+    rt_groups_from_mesh(&job->smesh[t], x, &S);
+    rt_groups_from_mesh(&job->dmesh[t], x, &D);
+    for (int k = 0; k < D.n; k++)
+      for (int h = 0; h < D.g[k].n; h++)
+        bytes += held_volume(&S, D.g[k].ranks[h], &D.g[k].box) *
+                 (double)rs_dtype_size(job->td[t].dst);
+    rt_groups_free(&S);
+    rt_groups_free(&D);
+  }
+  return bytes;
+}
+
 void rt_lower_bound(const rt_job *job, rt_result *res) {
-  result_init(res, "lower_bound", "lower bound");
+  rt_result_init(res, "lower_bound", "lower bound");
   const rt_cluster *c = &job->cluster;
   const int W = job->world, ND = job->ndomains;
   double *need = rt_xcalloc((size_t)W, sizeof *need);
+  double *total = rt_xcalloc((size_t)W, sizeof *total);
   double *sole = rt_xcalloc((size_t)W, sizeof *sole);
   double *ingress = rt_xcalloc((size_t)ND, sizeof *ingress);
   double *egress = rt_xcalloc((size_t)ND, sizeof *egress);
@@ -696,10 +684,15 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
   /* per domain lists of group boxes, rebuilt per tensor */
   int *dcount = rt_xcalloc((size_t)ND, sizeof *dcount);
   int *scount = rt_xcalloc((size_t)ND, sizeof *scount);
-  double inter_total = 0;
+  double inter_total = 0, convert = 0;
   for (int t = 0; t < job->model.n; t++) {
     const rt_tensor *x = &job->model.t[t];
-    double esize = (double)rs_dtype_size(x->dtype);
+    /* on the wire at best in the narrower dtype (fp8: 1 byte; scales are
+     * left out, which keeps it a bound) */
+    const rt_tensor_dtype *td = &job->td[t];
+    size_t a = rs_dtype_size(td->src), b = rs_dtype_size(td->dst);
+    double esize = (double)(a < b ? a : b);
+    if (td->src != td->dst) convert += (double)rt_tensor_numel(x) * (double)a;
     rt_groups S, D;
     rt_groups_from_mesh(&job->smesh[t], x, &S);
     rt_groups_from_mesh(&job->dmesh[t], x, &D);
@@ -715,15 +708,9 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
       double v = (double)rt_box_volume(&G->box);
       for (int h = 0; h < G->n; h++) {
         int r = G->ranks[h];
-        double held = 0;
-        for (int j = 0; j < S.n; j++)
-          for (int q = 0; q < S.g[j].n; q++)
-            if (S.g[j].ranks[q] == r) {
-              rt_box o;
-              if (rt_box_intersect(&S.g[j].box, &G->box, &o))
-                held += (double)rt_box_volume(&o);
-            }
+        double held = held_volume(&S, r, &G->box);
         need[r] += (v - held) * esize;
+        total[r] += v * esize;
         int d = job->domain[r];
         if (stamp[d] != t) {
           stamp[d] = t;
@@ -821,6 +808,17 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
                "rank %d must receive %.2f GB over NVLink + NIC", r,
                need[r] / 1e9);
     }
+    /* what it holds it gets at best by a copy beside its links: with
+     * x bytes over links and y copied, x + y = total, y <= held, the time
+     * is max((total - held) / links, total / (links + copy)) */
+    if (total[r] / (both + c->copy_bw) > best) {
+      best = total[r] / (both + c->copy_bw);
+      hot_rank = r;
+      snprintf(why, sizeof why,
+               "rank %d must fill %.2f GB of inference buffers, at best "
+               "copying the %.2f GB it holds beside NVLink + NIC",
+               r, total[r] / 1e9, (total[r] - need[r]) / 1e9);
+    }
     if (sole[r] / both > best) {
       best = sole[r] / both;
       hot_rank = r;
@@ -828,6 +826,15 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
                "rank %d alone holds %.2f GB others need (NVLink + NIC)", r,
                sole[r] / 1e9);
     }
+  }
+  /* every element that changes dtype is converted at least once, at best
+   * spread evenly over all ranks */
+  if (rt_convert_time(c, convert / W) > best) {
+    best = rt_convert_time(c, convert / W);
+    hot_rank = -1;
+    snprintf(why, sizeof why,
+             "%.2f GB to convert, spread over all %d GPUs at %.0f GB/s each",
+             convert / 1e9, W, c->convert_bw / 1e9);
   }
   for (int d = 0; d < ND; d++) {
     double nics = job->domain_ranks[d] * c->nic_bw;
@@ -852,6 +859,7 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
   res->hot.rank = hot_rank;
   snprintf(res->note, sizeof res->note, "%s", why);
   free(need);
+  free(total);
   free(sole);
   free(ingress);
   free(egress);

@@ -1,8 +1,9 @@
 /* The strategies the cost model compares, all on the same links:
- * - ours: the libreshard plan, move by move;
+ * - ours: the libreshard plan, from its per-rank figures and its moves;
  * - the reference's (NVIDIA nccl_m2n) hierarchical algorithm as it
  *   documents it, and its direct point-to-point algorithm;
- * - gather-and-broadcast as RL frameworks run it, and an ideal variant;
+ * - gather-and-broadcast as RL frameworks run it, and an ideal variant
+ *   (gather_bcast.c); with a dtype change, gather-convert-broadcast;
  * - the lower bound. */
 #ifndef RT_STRATEGIES_H
 #define RT_STRATEGIES_H
@@ -16,13 +17,20 @@ typedef struct rt_result {
   double time;       /* seconds */
   double bytes_inter, bytes_intra;
   rt_hot hot;        /* the slowest link (rank -1: not a link figure) */
+  bool not_applicable; /* the strategy has no such mode (time 0) */
   char note[512];
 } rt_result;
 
-/* Our plan: RS_ROUTE_INTER moves load the sender's NIC out and the
- * receiver's NIC in, RS_ROUTE_INTRA moves NVLink; one message per
- * (round, sender, receiver). load must be initialised for job->world;
- * matrix (may be NULL) gets world*world bytes, [src*world + dst]. */
+void rt_result_init(rt_result *r, const char *key, const char *label);
+
+/* Our plan: bytes sent and received across domains load NICs, inside a
+ * domain NVLink, copied inside a rank its memory (RT_COPY), as the plan's
+ * per-rank figures count them (in the dtype that travels); elements a rank
+ * converts (RS_STAT_CONVERTED_SENDING + _RECEIVING, read in the trainer's
+ * dtype) are its conversion; one message per (round, sender, receiver) of
+ * its moves. load must be initialised for job->world; matrix (may be
+ * NULL) gets world*world bytes, [src*world + dst] (where dtypes change,
+ * each sender's row split by its moves' elements). */
 int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
                      double *matrix, rt_result *res, double *messages,
                      double *bytes_local, rt_err *e);
@@ -46,7 +54,10 @@ typedef struct rt_ref_stats {
   int serial_calls;
 } rt_ref_stats;
 
-/* The reference's algorithms. hierarchical: node-aware load balance (whole
+/* The reference's algorithms. Colocated, the reference has no mode:
+ * hierarchical is marked not applicable, and direct is modelled as its
+ * point-to-point with a local copy wherever the destination rank holds the
+ * piece itself. hierarchical: node-aware load balance (whole
  * destination domains per source replica), one injection per destination
  * domain at leaders spread over the domain's replicas, a ring across the
  * domains of a replica's range, NVLink fan-out inside each. Otherwise
@@ -61,14 +72,35 @@ void rt_strategy_reference(const rt_job *job, bool hierarchical, rt_load *load,
 /* Gather-and-broadcast. rl: per pipeline stage, per bucket of at most
  * bucket_bytes, gather the full tensors on the stage's first rank, then
  * one NCCL broadcast to every inference rank, the two steps in sequence.
- * ideal: the whole model in one perfectly pipelined ring broadcast. */
+ * ideal: the whole model in one perfectly pipelined ring broadcast.
+ * Colocated (verl, OpenRLHF, NeMo RL): rl: one ring all-gather of each full
+ * tensor over all ranks (each receives what it does not hold), then per
+ * bucket every rank copies its inference slice out of the full tensors;
+ * ideal: the whole model in one pipelined all-gather, slicing hidden. */
 void rt_strategy_gather_bcast(const rt_job *job, double bucket_bytes,
                               rt_result *rl, rt_result *ideal);
+/* The same as RL frameworks run it with a dtype change (--infer-dtype
+ * fp8: gather, then quantize, then broadcast): per bucket the gather in
+ * the trainer's dtype, the conversion of the bucket on the gathering rank
+ * at the cluster's conversion rate, the broadcast in the inference dtype
+ * (fp8 values and their f32 scales), in sequence. Colocated: the
+ * all-gather, then each rank converts its slice. These strategies and the
+ * reference's price every tensor in job->model's dtype (no conversion);
+ * this one and ours in job->td's. */
+void rt_strategy_gather_convert_bcast(const rt_job *job, double bucket_bytes,
+                                      rt_result *rl);
 /* The broadcast rate both variants use, bytes/s. */
 double rt_bcast_bw(const rt_job *job);
 
 /* The lower bound: the largest over links of the bytes that must cross
- * them divided by their bandwidth (see docs/MODEL.md for the terms). */
+ * them divided by their bandwidth (see docs/MODEL.md for the terms). Bytes
+ * a destination rank already holds need no link, only a copy in its own
+ * memory, which runs beside its links. With dtypes changing, every
+ * element travels in the narrower dtype, and every element is converted
+ * once, spread over all ranks. */
 void rt_lower_bound(const rt_job *job, rt_result *res);
+/* Bytes the inference ranks need that they hold already as trainer ranks
+ * (colocated; 0 otherwise): the most a plan can keep on the GPU. */
+double rt_held_bytes(const rt_job *job);
 
 #endif

@@ -91,16 +91,23 @@ static void matrix(FILE *f, const rt_report *r, double x0, double y0,
                  "stroke='#bbb' stroke-width='0.5'/>\n",
               x0, y0 + p, x0 + size, y0 + p);
     }
-  double p = size * job->ntrain / W;
-  fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#333' "
-             "stroke-width='1.2'/>\n",
-          x0 + p, y0, x0 + p, y0 + size);
-  fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#333' "
-             "stroke-width='1.2'/>\n",
-          x0, y0 + p, x0 + size, y0 + p);
-  fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle'>"
-             "destination rank (trainer 0-%d | inference %d-%d)</text>\n",
-          x0 + size / 2, y0 - 8, job->ntrain - 1, job->ntrain, W - 1);
+  if (rt_job_colocated(job)) {
+    fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle'>"
+               "destination rank (colocated: trainer and inference 0-%d; "
+               "local copies not drawn)</text>\n",
+            x0 + size / 2, y0 - 8, W - 1);
+  } else {
+    double p = size * job->ntrain / W;
+    fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#333' "
+               "stroke-width='1.2'/>\n",
+            x0 + p, y0, x0 + p, y0 + size);
+    fprintf(f, "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#333' "
+               "stroke-width='1.2'/>\n",
+            x0, y0 + p, x0 + size, y0 + p);
+    fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle'>"
+               "destination rank (trainer 0-%d | inference %d-%d)</text>\n",
+            x0 + size / 2, y0 - 8, job->ntrain - 1, job->ntrain, W - 1);
+  }
   fprintf(f, "<text x='%.1f' y='%.1f' font-size='12' text-anchor='middle' "
              "transform='rotate(-90 %.1f %.1f)'>source rank</text>\n",
           x0 - 10, y0 + size / 2, x0 - 10, y0 + size / 2);
@@ -122,7 +129,10 @@ static void links(FILE *f, const rt_report *r, double x0, double y0, double w,
   const rt_job *job = r->job;
   const rt_cluster *c = &job->cluster;
   int W = job->world;
-  const int order[RT_NLINK] = {RT_NIC_OUT, RT_NIC_IN, RT_NVL_OUT, RT_NVL_IN};
+  /* the copy panel only where ranks copy (colocated) */
+  const int order[RT_NLINK] = {RT_NIC_OUT, RT_NIC_IN, RT_NVL_OUT, RT_NVL_IN,
+                               RT_COPY};
+  const int npanels = r->ours_load.local > 0 ? RT_NLINK : RT_NLINK - 1;
   double top = r->lb.time;
   for (int k = 0; k < RT_NLINK; k++)
     for (int i = 0; i < W; i++) {
@@ -131,8 +141,8 @@ static void links(FILE *f, const rt_report *r, double x0, double y0, double w,
       if (t > top) top = t;
     }
   if (top <= 0) top = 1;
-  double ph = h / RT_NLINK, bw = w / W;
-  for (int p = 0; p < RT_NLINK; p++) {
+  double ph = h / npanels, bw = w / W;
+  for (int p = 0; p < npanels; p++) {
     int k = order[p];
     double py = y0 + p * ph, base = py + ph - 14;
     double scale = (ph - 30) / top;
@@ -152,7 +162,10 @@ static void links(FILE *f, const rt_report *r, double x0, double y0, double w,
                  "fill='%s'><title>rank %d %s: %s, %.0f msgs, %.4f s"
                  "</title></rect>\n",
               x0 + i * bw, base - t * scale, bw > 1.2 ? bw - 0.2 : bw,
-              t * scale, hot ? "#d62728" : (k >= RT_NIC_OUT ? "#ff7f0e" : "#1f77b4"),
+              t * scale,
+              hot ? "#d62728"
+                  : (k == RT_COPY ? "#9467bd"
+                                  : (k >= RT_NIC_OUT ? "#ff7f0e" : "#1f77b4")),
               i, rt_link_name(k), rt_fmt_bytes(r->ours_load.bytes[k][i], b, sizeof b),
               r->ours_load.msgs[k][i], t);
     }
@@ -169,9 +182,16 @@ static void links(FILE *f, const rt_report *r, double x0, double y0, double w,
 
 static void strategies(FILE *f, const rt_report *r, double x0, double y0,
                        double w) {
-  const rt_result *rows[] = {&r->ours, &r->hier, &r->direct, &r->gb_rl,
-                             &r->gb_ideal, &r->lb};
-  int n = (int)(sizeof rows / sizeof rows[0]);
+  const rt_result *rows[8];
+  int n = 0;
+  rows[n++] = &r->ours;
+  if (r->converts) rows[n++] = &r->ours_plain;
+  rows[n++] = &r->hier;
+  rows[n++] = &r->direct;
+  rows[n++] = &r->gb_rl;
+  rows[n++] = &r->gb_ideal;
+  if (r->converts) rows[n++] = &r->gb_convert;
+  rows[n++] = &r->lb;
   double mx = 0;
   for (int i = 0; i < n; i++)
     if (rows[i]->time > mx) mx = rows[i]->time;
@@ -185,6 +205,11 @@ static void strategies(FILE *f, const rt_report *r, double x0, double y0,
     fprintf(f, "<text x='%.1f' y='%.1f' font-size='12'>", x0, y + 13);
     esc(f, rows[i]->label);
     fprintf(f, "</text>\n");
+    if (rows[i]->not_applicable) {
+      fprintf(f, "<text x='%.1f' y='%.1f' font-size='12'>n/a</text>\n",
+              x0 + lw, y + 13);
+      continue;
+    }
     fprintf(f, "<rect x='%.1f' y='%.1f' width='%.1f' height='16' "
                "fill='%s'/>\n",
             x0 + lw, y, bw * rows[i]->time / mx,
@@ -204,7 +229,7 @@ int rt_svg_write(const rt_report *r, const char *path, rt_err *e) {
   char tr[160], in[96];
   rt_train_describe(&job->train, moe, tr, sizeof tr);
   rt_infer_describe(&job->infer, moe, in, sizeof in);
-  double W = 1240, H = 900;
+  double W = 1240, H = 950;
   fprintf(f, "<?xml version='1.0' encoding='UTF-8'?>\n"
              "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' "
              "height='%.0f' viewBox='0 0 %.0f %.0f' "
@@ -217,12 +242,15 @@ int rt_svg_write(const rt_report *r, const char *path, rt_err *e) {
   esc(f, tr);
   fprintf(f, ") to %d inference GPUs (", job->ninfer);
   esc(f, in);
-  fprintf(f, ")</text>\n");
+  fprintf(f, ")%s</text>\n", rt_job_colocated(job) ? ", colocated" : "");
+  char hier[32] = "n/a";
+  if (!r->hier.not_applicable)
+    snprintf(hier, sizeof hier, "%.3f s", r->hier.time);
   fprintf(f, "<text x='20' y='46' font-size='12'>our plan %.3f s, lower "
-             "bound %.3f s (quality %.3f), reference hierarchical %.3f s, "
+             "bound %.3f s (quality %.3f), reference hierarchical %s, "
              "gather+broadcast %.3f s (ideal %.3f s)</text>\n",
           r->ours.time, r->lb.time, r->lb.time > 0 ? r->ours.time / r->lb.time : 0,
-          r->hier.time, r->gb_rl.time, r->gb_ideal.time);
+          hier, r->gb_rl.time, r->gb_ideal.time);
   matrix(f, r, 40, 90, 560);
   links(f, r, 660, 80, 560, 600);
   strategies(f, r, 40, 730, 1160);

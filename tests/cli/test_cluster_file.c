@@ -18,6 +18,10 @@ Test(cluster, presets_from_the_reference) {
   cr_expect_float_eq(c.nvl_bw, 360e9, 1, "achieved NVLink busbw");
   cr_expect_float_eq(c.nic_bw, 47e9, 1);
   cr_expect_float_eq(c.nvlink_gbps, 450, 1e-9);
+  cr_expect_float_eq(c.hbm_gbps, 3350, 1e-9, "H100 SXM HBM3");
+  cr_expect_float_eq(c.copy_bw, 3015e9 / 2, 1, "a copy reads and writes");
+  cr_expect_float_eq(c.convert_bw, 1675e9, 1,
+                     "assumed: half the HBM line rate");
   cr_assert_eq(rt_cluster_load("GB200-NVL72", &c, &e), 0, "%s", e.msg);
   cr_expect_str_eq(c.name, "gb200-nvl72");
   cr_expect_eq(c.gpus_per_domain, 72);
@@ -61,6 +65,18 @@ Test(cluster, good_file) {
   cr_expect_float_eq(c.nvl_lat, 1.5e-6, 1e-12);
   cr_expect_float_eq(c.nic_lat, 8e-6, 1e-12);
   cr_expect_eq(c.nccl_channels, 32);
+  cr_expect_float_eq(c.copy_bw, 0.9 * 3350e9 / 2, 1,
+                     "no HBM figure: an H100's, 90% achieved");
+  cr_expect_float_eq(c.convert_bw, 3350e9 / 2, 1,
+                     "no conversion figure: half the HBM line rate");
+  unlink(path);
+  free(path);
+  path = write_temp("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, "
+                    "\"nic_gbps\": 50, \"hbm_gbps\": 4000, "
+                    "\"convert_gbps\": 1234}");
+  cr_assert_eq(rt_cluster_load(path, &c, &e), 0, "%s", e.msg);
+  cr_expect_float_eq(c.convert_gbps, 1234, 1e-9);
+  cr_expect_float_eq(c.convert_bw, 1234e9, 1);
   unlink(path);
   free(path);
 }
@@ -100,6 +116,15 @@ Test(cluster, malformed_files_say_what_is_wrong) {
   expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50, "
              "\"nic_achieved_gbps\": 60}",
              "above the line rate");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50, "
+             "\"hbm_gbps\": 3000, \"hbm_achieved_gbps\": 3100}",
+             "hbm_achieved_gbps (3100) is above the line rate");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50, "
+             "\"hbm_gbps\": 3000, \"convert_gbps\": 3100}",
+             "convert_gbps (3100) is above the HBM line rate");
+  expect_bad("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, \"nic_gbps\": 50, "
+             "\"convert_gbps\": 0}",
+             "convert_gbps");
   expect_bad("{\"gpus_per_domain\": 8, \"job_gpus_per_domain\": 9, "
              "\"nvlink_gbps\": 450, \"nic_gbps\": 50}",
              "job_gpus_per_domain (9) is more than");

@@ -61,8 +61,11 @@ Test(cli, help_documents_every_option) {
   const char *opts[] = {"--model", "--train", "--infer", "--cluster",
                         "--config", "--placement", "--domain-gpus",
                         "--staging-mib", "--bucket-mib", "--json", "--svg",
-                        "--progress", "--quiet", "--help", "tp", "cp", "pp",
-                        "ep", "etp", "dp", "edp", "gpus", "fsdp"};
+                        "--progress", "--quiet", "--help", "--colocate",
+                        "--train-dtype", "--infer-dtype", "--fp8-block",
+                        "--fp8-scales", "ue8m0", "_scale_inv",
+                        "tp", "cp", "pp", "ep", "etp", "dp", "edp", "gpus",
+                        "fsdp"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_expect(strstr(r.out, opts[i]) != NULL, "plan --help lacks %s", opts[i]);
   done(&r);
@@ -176,5 +179,216 @@ Test(cli, plan_table_json_and_svg) {
   r = run("configs");
   cr_expect_eq(r.status, 0);
   cr_expect(strstr(r.out, "dsv3-bench-256gpus-gb200") != NULL);
+  done(&r);
+}
+
+static double plan_figure(json_object *root, const char *key) {
+  json_object *p = NULL, *v = NULL;
+  cr_assert(json_object_object_get_ex(root, "plan", &p));
+  cr_assert(json_object_object_get_ex(p, key, &v), "plan.%s missing", key);
+  return json_object_get_double(v);
+}
+
+/* local + intra + inter == needed, and local as expected */
+static void expect_byte_figures(const char *args, bool local) {
+  run_out r = run(args);
+  cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+  json_object *root = json_tokener_parse(r.out);
+  cr_assert_not_null(root, "not JSON: %.200s", r.out);
+  double l = plan_figure(root, "bytes_local"),
+         intra = plan_figure(root, "bytes_intra"),
+         inter = plan_figure(root, "bytes_inter"),
+         need = plan_figure(root, "bytes_needed");
+  cr_expect_gt(need, 0, "%s", args);
+  cr_expect_float_eq(l + intra + inter, need, 0.5,
+                     "%s: local %.0f + intra %.0f + inter %.0f != %.0f", args,
+                     l, intra, inter, need);
+  if (local)
+    cr_expect_gt(l, 0, "%s", args);
+  else
+    cr_expect_eq(l, 0, "%s: nothing is local between disjoint ranks", args);
+  json_object *cl = NULL, *co = NULL;
+  cr_assert(json_object_object_get_ex(root, "cluster", &cl));
+  cr_assert(json_object_object_get_ex(cl, "colocated", &co));
+  cr_expect_eq(json_object_get_boolean(co), local, "%s", args);
+  json_object_put(root);
+  done(&r);
+}
+
+Test(cli, colocate_reports_local_intra_and_inter_bytes) {
+  expect_byte_figures("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 "
+                      "--infer tp=2,dp=4 --cluster dgx-h100 --colocate --json "
+                      "--quiet",
+                      true);
+  /* identical shardings: all is at home already */
+  expect_byte_figures("plan --model Llama-3.1-8B --train tp=2 --infer tp=2 "
+                      "--cluster dgx-h100 --colocate --json --quiet",
+                      true);
+  expect_byte_figures("plan --config qwen3-32b-fsdp8-to-tp4dp2-colocated-h100 "
+                      "--json --quiet",
+                      true);
+  expect_byte_figures("plan --model Llama-3.1-8B --train tp=2,pp=2,dp=2 "
+                      "--infer tp=4,dp=2 --cluster dgx-h100 --json --quiet",
+                      false);
+
+  run_out r = run("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 "
+                  "--infer tp=2,dp=4 --cluster dgx-h100 --colocate --json "
+                  "--quiet");
+  json_object *root = json_tokener_parse(r.out), *s = NULL;
+  cr_assert_not_null(root);
+  cr_assert(json_object_object_get_ex(root, "strategies", &s));
+  json_object *hier = json_object_array_get_idx(s, 1), *v = NULL;
+  cr_assert(json_object_object_get_ex(hier, "applicable", &v));
+  cr_expect(!json_object_get_boolean(v), "the reference has no colocated mode");
+  cr_expect(json_object_object_get_ex(hier, "time_s", &v) && v == NULL,
+            "time_s is null");
+  json_object_put(root);
+  done(&r);
+
+  r = run("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 "
+          "--infer tp=2,dp=4 --cluster dgx-h100 --colocate --quiet");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  for (const char *w = "stay on the GPU\0inside domains\0across domains\0"
+                       "colocated\0n/a\0all-gathered\0";
+       *w; w += strlen(w) + 1)
+    cr_expect(strstr(r.out, w) != NULL, "table lacks '%s'", w);
+  done(&r);
+}
+
+Test(cli, colocate_needs_as_many_trainer_as_inference_gpus) {
+  run_out r = run("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 "
+                  "--infer tp=4,dp=4 --cluster dgx-h100 --colocate");
+  cr_expect_eq(r.status, 2, "a usage error");
+  cr_expect(strstr(r.err, "trainer uses 8 GPUs") != NULL, "%s", r.err);
+  cr_expect(strstr(r.err, "inference engine 16") != NULL, "%s", r.err);
+  done(&r);
+  expect_failure("plan --config qwen3-32b-fsdp8-to-tp4dp2-colocated-h100 "
+                 "--colocate --placement packed",
+                 "exclude each other");
+}
+
+Test(cli, colocated_svg_draws_the_copies) {
+  char args[512], svg[] = "/tmp/reshard-svg-XXXXXX";
+  int fd = mkstemp(svg);
+  cr_assert(fd >= 0);
+  close(fd);
+  snprintf(args, sizeof args,
+           "plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 --infer "
+           "tp=2,dp=4 --cluster dgx-h100 --colocate --quiet --svg %s",
+           svg);
+  run_out r = run(args);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  done(&r);
+  char *pic = slurp(svg);
+  cr_expect(strstr(pic, "GPU memory copy") != NULL);
+  cr_expect(strstr(pic, "colocated") != NULL);
+  cr_expect(strstr(pic, "</svg>") != NULL);
+  free(pic);
+  unlink(svg);
+}
+
+/* A usage error (exit 2) whose message names the option. */
+static void expect_usage_error(const char *args, const char *option) {
+  run_out r = run(args);
+  cr_expect_eq(r.status, 2, "'%s' exited %d", args, r.status);
+  cr_expect(strstr(r.err, option) != NULL, "'%s': '%s' not in: %s", args,
+            option, r.err);
+  done(&r);
+}
+
+Test(cli, bad_dtype_options_are_usage_errors) {
+  const char *base = "plan --model Llama-3.1-8B --train tp=2 --infer tp=2 "
+                     "--cluster dgx-h100 --quiet ";
+  const struct {
+    const char *opts, *option;
+  } bad[] = {
+      {"--infer-dtype fp4", "--infer-dtype: 'fp4' is not bf16, fp32 or fp8"},
+      {"--infer-dtype=", "--infer-dtype"},
+      {"--train-dtype fp8", "--train-dtype: 'fp8' is not bf16 or fp32"},
+      {"--infer-dtype fp8 --fp8-block 128", "--fp8-block: '128'"},
+      {"--infer-dtype fp8 --fp8-block 0,128", "--fp8-block"},
+      {"--infer-dtype fp8 --fp8-block 128,x", "--fp8-block"},
+      {"--infer-dtype fp8 --fp8-block 128,128,1", "--fp8-block"},
+      {"--infer-dtype fp8 --fp8-scales max", "--fp8-scales: 'max'"},
+      {"--fp8-block 64,64", "--fp8-block applies only with --infer-dtype fp8"},
+      {"--infer-dtype bf16 --fp8-scales ue8m0", "--fp8-scales applies only"},
+      {"--infer-dtype", "--infer-dtype needs a value"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char args[512];
+    snprintf(args, sizeof args, "%s%s", base, bad[i].opts);
+    expect_usage_error(args, bad[i].option);
+  }
+}
+
+static json_object *member(json_object *o, const char *key) {
+  json_object *v = NULL;
+  cr_assert(json_object_object_get_ex(o, key, &v), "no '%s'", key);
+  return v;
+}
+
+Test(cli, fp8_json_carries_conversion_per_rank) {
+  run_out r = run("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 "
+                  "--infer tp=2,dp=4 --cluster dgx-h100 --infer-dtype fp8 "
+                  "--fp8-scales ue8m0 --json --quiet");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  json_object *root = json_tokener_parse(r.out);
+  cr_assert_not_null(root, "not JSON: %.200s", r.out);
+  json_object *d = member(root, "dtypes"), *fp8 = member(d, "fp8");
+  cr_expect_str_eq(json_object_get_string(member(d, "infer")), "fp8");
+  cr_expect_str_eq(json_object_get_string(member(fp8, "scales")), "ue8m0");
+  cr_expect_eq(json_object_get_int(member(fp8, "block_rows")), 128);
+  cr_expect_eq(json_object_get_int(member(fp8, "tensors_quantized")),
+               32 * 7, "q k v o gate up down of 32 layers");
+  json_object *p = member(root, "plan");
+  double sending = json_object_get_double(member(p, "converted_sending"));
+  double receiving = json_object_get_double(member(p, "converted_receiving"));
+  cr_expect_gt(sending + receiving, 6e9, "the linear weights, at least once");
+  json_object *ranks = member(p, "conversion_ranks");
+  cr_assert_gt(json_object_array_length(ranks), 0);
+  double sum = 0;
+  for (size_t i = 0; i < json_object_array_length(ranks); i++) {
+    json_object *k = json_object_array_get_idx(ranks, i);
+    sum += json_object_get_double(member(k, "converted_sending")) +
+           json_object_get_double(member(k, "converted_receiving"));
+    cr_expect_gt(json_object_get_double(member(k, "convert_s")), 0);
+    member(k, "rank_name");
+  }
+  cr_expect_float_eq(sum, sending + receiving, 0.5);
+  /* fp8 against the same sync in bf16 */
+  json_object *w = member(root, "without_conversion");
+  double plain = json_object_get_double(member(w, "bytes_inter")) +
+                 json_object_get_double(member(w, "bytes_intra"));
+  double ours = json_object_get_double(member(p, "bytes_inter")) +
+                json_object_get_double(member(p, "bytes_intra"));
+  cr_expect(ours < 0.6 * plain && ours > 0.45 * plain, "%g vs %g", ours,
+            plain);
+  json_object *s = member(root, "strategies");
+  bool seen_plain = false, seen_gb = false;
+  for (size_t i = 0; i < json_object_array_length(s); i++) {
+    const char *key = json_object_get_string(
+        member(json_object_array_get_idx(s, i), "key"));
+    seen_plain |= !strcmp(key, "ours_plain");
+    seen_gb |= !strcmp(key, "gb_convert");
+  }
+  cr_expect(seen_plain && seen_gb);
+  cr_expect_gt(json_object_get_double(member(member(root, "speedups"),
+                                             "vs_without_conversion")),
+               1);
+  cr_expect_gt(json_object_get_double(
+                   member(member(root, "cluster"), "convert_bytes_per_s")),
+               0);
+  json_object_put(root);
+  done(&r);
+
+  /* the table says what fp8 saves */
+  r = run("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 --infer "
+          "tp=2,dp=4 --cluster dgx-h100 --infer-dtype fp8 --quiet");
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  for (const char *x = "dtypes : trainer bf16 -> inference fp8\0convert: "
+                       "\0compare: \0ours, bf16 -> bf16 (no conversion)\0"
+                       "gather, quantize, broadcast (RL)\0";
+       *x; x += strlen(x) + 1)
+    cr_expect(strstr(r.out, x) != NULL, "table lacks '%s'", x);
   done(&r);
 }

@@ -4,21 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "lab_cluster.h"
 #include "report.h"
 #include "tiny_models.h"
-
-/* NVLink 100 GB/s, NIC 10 GB/s, latencies 1 us / 2 us, domains of 2. */
-static rt_cluster lab(void) {
-  rt_cluster c;
-  rt_err e;
-  cr_assert_eq(rt_cluster_parse(
-                   "{\"name\": \"lab\", \"gpus_per_domain\": 2, "
-                   "\"nvlink_gbps\": 100, \"nic_gbps\": 10, "
-                   "\"nvlink_latency_us\": 1, \"nic_latency_us\": 2}",
-                   "lab", &c, &e),
-               0, "%s", e.msg);
-  return c;
-}
 
 Test(cost, one_link_is_bytes_over_bandwidth_plus_latency) {
   rt_cluster c = lab();
@@ -35,14 +23,18 @@ Test(cost, routing_and_the_slowest_link) {
   rt_load_init(&l, 4);
   rt_load_add(&l, domain, 0, 2, 1e9, 1); /* across: NIC out 0, NIC in 2 */
   rt_load_add(&l, domain, 0, 1, 5e9, 1); /* inside: NVLink out 0, in 1 */
-  rt_load_add(&l, domain, 3, 3, 9e9, 1); /* a rank to itself: nothing */
+  rt_load_add(&l, domain, 3, 3, 9e9, 1); /* a rank to itself: a copy */
   cr_expect_float_eq(l.bytes[RT_NIC_OUT][0], 1e9, 1);
   cr_expect_float_eq(l.bytes[RT_NIC_IN][2], 1e9, 1);
   cr_expect_float_eq(l.bytes[RT_NVL_OUT][0], 5e9, 1);
   cr_expect_float_eq(l.bytes[RT_NVL_IN][1], 5e9, 1);
   cr_expect_float_eq(l.bytes[RT_NVL_IN][3], 0, 1);
+  cr_expect_float_eq(l.bytes[RT_NVL_OUT][3], 0, 1);
+  cr_expect_float_eq(l.bytes[RT_COPY][3], 9e9, 1, "on the GPU's memory");
   cr_expect_float_eq(l.inter, 1e9, 1);
   cr_expect_float_eq(l.intra, 5e9, 1);
+  cr_expect_float_eq(l.local, 9e9, 1);
+  /* 9 GB copied at the default 3015/2 GB/s: 6 ms, under the NIC's 0.1 s */
   rt_hot hot;
   double t = rt_load_time(&l, &c, &hot);
   /* NIC 0.1 s + 2 us beats NVLink 0.05 s + 1 us */
@@ -77,28 +69,6 @@ static void tiny_job(rt_job *job, rt_cluster *c) {
                       RT_PLACE_SPLIT, 0};
   cr_assert_eq(rt_job_init(job, &spec, &e), 0, "%s", e.msg);
   cr_assert_eq(job->ndomains, 3);
-}
-
-/* Bytes of the norms (replicated), and half of every sharded tensor. */
-static double norm_bytes(const rt_job *job) {
-  double b = 0;
-  for (int t = 0; t < job->model.n; t++)
-    if (job->model.t[t].role == RT_ROLE_NORM)
-      b += (double)rt_tensor_bytes(&job->model.t[t]);
-  return b;
-}
-
-static double sharded_half(const rt_job *job) {
-  double b = 0;
-  for (int t = 0; t < job->model.n; t++)
-    if (job->model.t[t].role != RT_ROLE_NORM)
-      b += (double)rt_tensor_bytes(&job->model.t[t]) / 2;
-  return b;
-}
-
-/* bytes one TP rank holds: half of every sharded tensor, all of a norm */
-static double half_model(const rt_job *job) {
-  return sharded_half(job) + norm_bytes(job);
 }
 
 Test(cost, strategies_on_a_tiny_job) {

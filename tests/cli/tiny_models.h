@@ -1,10 +1,10 @@
 /* Tiny model descriptions for the tests of the `reshard` program: the same
  * families as the catalog, sizes small enough to execute a whole reshard in
- * process. */
+ * process; and the bytes a TP2 rank of a job holds. */
 #ifndef RESHARD_TESTS_TINY_MODELS_H
 #define RESHARD_TESTS_TINY_MODELS_H
 
-#include "catalog.h"
+#include "job.h"
 
 static const rt_model_info tiny_dense = {
     .name = "tiny-dense", .family = "llama_dense", .aliases = "",
@@ -24,5 +24,27 @@ static const rt_model_info tiny_mla = {
     .vocab = 40, .mla = 1, .q_lora_rank = 16, .kv_lora_rank = 8,
     .qk_nope_dim = 4, .qk_rope_dim = 2, .v_head_dim = 4,
     .published_params = 0};
+
+/* Bytes of the norms (replicated), and half of every sharded tensor. */
+static inline double norm_bytes(const rt_job *job) {
+  double b = 0;
+  for (int t = 0; t < job->model.n; t++)
+    if (job->model.t[t].role == RT_ROLE_NORM)
+      b += (double)rt_tensor_bytes(&job->model.t[t]);
+  return b;
+}
+
+static inline double sharded_half(const rt_job *job) {
+  double b = 0;
+  for (int t = 0; t < job->model.n; t++)
+    if (job->model.t[t].role != RT_ROLE_NORM)
+      b += (double)rt_tensor_bytes(&job->model.t[t]) / 2;
+  return b;
+}
+
+/* bytes one TP rank holds: half of every sharded tensor, all of a norm */
+static inline double half_model(const rt_job *job) {
+  return sharded_half(job) + norm_bytes(job);
+}
 
 #endif
