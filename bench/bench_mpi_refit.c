@@ -18,9 +18,10 @@
  * the destination poisoned before each; times are the slowest rank's.
  *
  * Usage: mpirun -np 8 bench_mpi_refit [layers=2] [repetitions=3] */
+#include <mpi.h> /* before bench_common.h: its MPI helpers need it */
+
 #include "bench_common.h"
 
-#include <mpi.h>
 #include <reshard/reshard_mpi.h>
 #include <stdbool.h>
 
@@ -82,11 +83,6 @@ static void build_model(int layers) {
   }
 }
 
-static inline uint16_t value_at(int t, int64_t index) {
-  uint64_t x = (uint64_t)index * 0x9E3779B97F4A7C15ull + (uint64_t)t * 0xBF58476D1CE4E5B9ull;
-  return (uint16_t)(x >> 48);
-}
-
 /* The box tensor t has on TP rank tp. */
 static void local_box(const tensor *t, int tp, int64_t *off, int64_t *ext) {
   int64_t mesh[1] = {TP}, coord[1] = {tp};
@@ -99,12 +95,7 @@ static void fill_source(char *buf, int tp) {
     const tensor *t = &T[i];
     int64_t off[2] = {0, 0}, ext[2] = {1, 1};
     local_box(t, tp, off, ext);
-    uint16_t *p = (uint16_t *)(buf + t->src_off);
-    int64_t cols = t->ndim > 1 ? t->shape[1] : 1;
-    int64_t ecols = t->ndim > 1 ? ext[1] : 1, ocol = t->ndim > 1 ? off[1] : 0;
-    for (int64_t r = 0; r < ext[0]; r++)
-      for (int64_t c = 0; c < ecols; c++)
-        p[r * ecols + c] = value_at(i, (off[0] + r) * cols + ocol + c);
+    bench_fill_box((uint16_t *)(buf + t->src_off), i, t->ndim, t->shape, off, ext);
   }
 }
 
@@ -114,12 +105,8 @@ static int64_t count_wrong(const char *buf, int tp) {
     const tensor *t = &T[i];
     int64_t off[2] = {0, 0}, ext[2] = {1, 1};
     local_box(t, tp, off, ext);
-    const uint16_t *p = (const uint16_t *)(buf + t->dst_off);
-    int64_t cols = t->ndim > 1 ? t->shape[1] : 1;
-    int64_t ecols = t->ndim > 1 ? ext[1] : 1, ocol = t->ndim > 1 ? off[1] : 0;
-    for (int64_t r = 0; r < ext[0]; r++)
-      for (int64_t c = 0; c < ecols; c++)
-        wrong += p[r * ecols + c] != value_at(i, (off[0] + r) * cols + ocol + c);
+    wrong += bench_wrong_in_box((const uint16_t *)(buf + t->dst_off), i,
+                                t->ndim, t->shape, off, ext);
   }
   return wrong;
 }
@@ -198,14 +185,6 @@ static void gather_broadcast(MPI_Comm bcast, const char *src, char *dst,
 
 /* ---- main --------------------------------------------------------------- */
 
-static double timed(void (*run)(void *), void *arg) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
-  run(arg);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return MPI_Wtime() - t0;
-}
-
 typedef struct job {
   rs_context *ctx;
   rs_plan *plan;
@@ -223,19 +202,15 @@ static void run_baseline(void *arg) {
   gather_broadcast(j->bcast, j->src, j->dst, j->bucket, j->scratch);
 }
 
+static int64_t wrong_in_dst(void *arg) {
+  job *j = arg;
+  return count_wrong(j->dst, (me - TRAIN) % TP);
+}
+
 static void poison_and_check(job *j, void (*run)(void *), const char *what,
                              double *seconds, int reps) {
-  for (int k = 0; k < reps + 1; k++) {
-    if (j->dst) memset(j->dst, 0xA5, (size_t)DST_BYTES);
-    double s = timed(run, j);
-    if (k > 0) seconds[k - 1] = s; /* the first run warms up */
-    int64_t wrong = j->dst ? count_wrong(j->dst, (me - TRAIN) % TP) : 0, all = 0;
-    MPI_Allreduce(&wrong, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    if (all) {
-      if (me == 0) fprintf(stderr, "%s: %lld wrong elements\n", what, (long long)all);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-  }
+  bench_mpi_poison_run_check(what, run, wrong_in_dst, j, j->dst,
+                             (size_t)DST_BYTES, seconds, reps);
 }
 
 int main(int argc, char **argv) {
