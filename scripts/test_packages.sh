@@ -192,7 +192,7 @@ s_cmake() {
   cat > CMakeLists.txt <<'EOF'
 cmake_minimum_required(VERSION 3.18)
 project(reshard_consumer C)
-find_package(reshard 0.3 REQUIRED)
+find_package(reshard 0.4 REQUIRED)
 message(STATUS "reshard ${reshard_VERSION} from ${reshard_DIR}")
 add_executable(quickstart quickstart.c)
 target_link_libraries(quickstart PRIVATE reshard::reshard)

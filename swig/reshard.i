@@ -157,6 +157,11 @@ typedef struct rs_plan rs_plan;
 %constant int RS_STAT_ROUNDS = 8;
 %constant int RS_STAT_STAGING_BYTES = 9;
 %constant int RS_STAT_MOVES = 10;
+%constant int RS_STAT_CONVERTED_SENDING = 11;
+%constant int RS_STAT_CONVERTED_RECEIVING = 12;
+
+%constant int RS_SCALE_AMAX = 1;
+%constant int RS_SCALE_UE8M0 = 2;
 
 %constant int RS_ROUTE_LOCAL = 0;
 %constant int RS_ROUTE_INTRA = 1;

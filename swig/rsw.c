@@ -592,6 +592,17 @@ void rsw_layout_allgather(rsw_result *r, rs_layout *layout) {
   end_layout(r, rs_layout_allgather(layout), layout);
 }
 
+void rsw_layout_set_block_scales(rsw_result *r, rs_layout *layout,
+                                 const char *values, const char *scales,
+                                 int64_t block_rows, int64_t block_cols,
+                                 int rule) {
+  begin(r);
+  end_layout(r,
+             rs_layout_set_block_scales(layout, values, scales, block_rows,
+                                        block_cols, (rs_scale_rule)rule),
+             layout);
+}
+
 /* ---- plans ---------------------------------------------------------------------- */
 
 void rsw_plan_create(rsw_result *r, const rs_layout *src,

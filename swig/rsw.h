@@ -131,6 +131,13 @@ void rsw_layout_serialize(rsw_result *r, const rs_layout *layout);
 void rsw_layout_deserialize(rsw_result *r, rs_layout *layout,
                             const rsw_buffer *bytes);
 void rsw_layout_allgather(rsw_result *r, rs_layout *layout);
+/* Tensor values (f8_e4m3) is quantized in blocks of block_rows x block_cols
+ * with one f32 scale per block in tensor scales; rule: RS_SCALE_AMAX or
+ * RS_SCALE_UE8M0 (since 0.4). */
+void rsw_layout_set_block_scales(rsw_result *r, rs_layout *layout,
+                                 const char *values, const char *scales,
+                                 int64_t block_rows, int64_t block_cols,
+                                 int rule);
 
 /* ---- plans ---------------------------------------------------------------- */
 void rsw_plan_create(rsw_result *r, const rs_layout *src,

@@ -152,6 +152,33 @@ func (l *Layout) AddDTensor(name string, mesh Mesh, placements []Placement, buff
 	return err
 }
 
+// SetBlockScales declares that tensor values (F8E4M3, in the destination
+// layout) is quantized in blocks of blockRows x blockCols elements over its
+// last two dimensions (a 1-D tensor: blockRows 1), with one f32 scale per
+// block in tensor scales, whose shape is the values' with the last two
+// dimensions divided by the block, rounded up. Declare both tensors first;
+// the scales are placed with shards like any tensor and are not in the
+// source layout. The plan converts from the source's F32, BF16 or F16 on
+// the way; a reader takes value * scale. Declaring the same thing again
+// does nothing. Since 0.4.
+func (l *Layout) SetBlockScales(values, scales string, blockRows, blockCols int64, rule ScaleRule) error {
+	const op = "Layout.SetBlockScales"
+	if err := cName(op, values); err != nil {
+		return err
+	}
+	if err := cName(op, scales); err != nil {
+		return err
+	}
+	if err := cInts(op, []string{"rule"}, int(rule)); err != nil {
+		return err
+	}
+	_, err := l.do(op, func(r rsw.Rsw_result, h rsw.Struct_SS_rs_layout) error {
+		rsw.Rsw_layout_set_block_scales(r, h, values, scales, blockRows, blockCols, int(rule))
+		return nil
+	})
+	return err
+}
+
 // Allgather shares the shards of every rank (MPI and NCCL contexts, one
 // rank per process): before, each rank holds only its own shards; after,
 // every rank holds all of them and computes the same plan. Collective.

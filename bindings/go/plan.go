@@ -99,6 +99,8 @@ func (p *Plan) Stats(rank int) (Stats, error) {
 		{StatBytesLocal, &st.BytesLocal}, {StatMessagesSent, &st.MessagesSent},
 		{StatMessagesRecv, &st.MessagesRecv}, {StatRounds, &st.Rounds},
 		{StatStagingBytes, &st.StagingBytes}, {StatMoves, &st.Moves},
+		{StatConvertedSending, &st.ConvertedSending},
+		{StatConvertedReceiving, &st.ConvertedReceiving},
 	}
 	for _, f := range fields {
 		v, err := p.Stat(rank, f.s)

@@ -7,7 +7,7 @@ import (
 	"libreshard.dev/reshard/internal/rsw"
 )
 
-// Version is the version of the loaded libreshard, "0.3.0".
+// Version is the version of the loaded libreshard, "0.4.0".
 func Version() string { return rsw.Rsw_version() }
 
 // DType is an element type (rs_dtype).
@@ -124,7 +124,34 @@ const (
 	StatRounds         = Stat(rsw.RS_STAT_ROUNDS)
 	StatStagingBytes   = Stat(rsw.RS_STAT_STAGING_BYTES)
 	StatMoves          = Stat(rsw.RS_STAT_MOVES)
+	// StatConvertedSending counts the elements the rank converts to
+	// another dtype before sending them (an fp8 block's scale counts one).
+	// Since 0.4.
+	StatConvertedSending = Stat(rsw.RS_STAT_CONVERTED_SENDING)
+	// StatConvertedReceiving counts the elements the rank converts once
+	// they arrived, or in a copy inside the rank. Since 0.4.
+	StatConvertedReceiving = Stat(rsw.RS_STAT_CONVERTED_RECEIVING)
 )
+
+// ScaleRule says how the scale of a block of an fp8 tensor is chosen
+// (rs_scale_rule, Layout.SetBlockScales). Since 0.4.
+type ScaleRule int
+
+// The scale rules.
+const (
+	ScaleAMAX  = ScaleRule(rsw.RS_SCALE_AMAX)  // scale = amax / 448
+	ScaleUE8M0 = ScaleRule(rsw.RS_SCALE_UE8M0) // 2^ceil(log2(amax / 448)), a power of two
+)
+
+func (s ScaleRule) String() string {
+	switch s {
+	case ScaleAMAX:
+		return "amax"
+	case ScaleUE8M0:
+		return "ue8m0"
+	}
+	return fmt.Sprintf("ScaleRule(%d)", int(s))
+}
 
 // Limits and special values of the C API.
 const (
@@ -319,4 +346,8 @@ type Stats struct {
 	Rounds         int64 // rounds of the whole plan
 	StagingBytes   int64 // staging the rank allocates to execute the plan
 	Moves          int64 // moves the rank takes part in
+	// elements converted to another dtype before sending (since 0.4)
+	ConvertedSending int64
+	// elements converted once they arrived, or in a local copy (since 0.4)
+	ConvertedReceiving int64
 }

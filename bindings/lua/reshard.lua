@@ -248,6 +248,8 @@ local STATS = {
   { "rounds", C.RS_STAT_ROUNDS },
   { "staging_bytes", C.RS_STAT_STAGING_BYTES },
   { "moves", C.RS_STAT_MOVES },
+  { "converted_sending", C.RS_STAT_CONVERTED_SENDING },
+  { "converted_receiving", C.RS_STAT_CONVERTED_RECEIVING },
 }
 local STAT = {}
 for _, s in ipairs(STATS) do STAT[s[1]] = s[2] end
@@ -260,6 +262,21 @@ local function side_code(s)
 end
 
 local MEMORY = { host = C.RS_MEMORY_HOST, cuda = C.RS_MEMORY_CUDA }
+
+--- Scale rules of block-scaled fp8 by name (layout:set_block_scales):
+-- reshard.scale.amax (scale = amax / 448), reshard.scale.ue8m0 (a power
+-- of two, 2^ceil(log2(amax / 448))). Since 0.4.
+M.scale = { amax = C.RS_SCALE_AMAX, ue8m0 = C.RS_SCALE_UE8M0 }
+local function scale_rule_code(rule)
+  if type(rule) == "string" then
+    local c = M.scale[rule:lower()]
+    if not c then
+      argerror(format("unknown scale rule %q (amax or ue8m0)", rule))
+    end
+    return c
+  end
+  return toint32(rule, "scale rule")
+end
 
 ---------------------------------------------------------------------------
 -- Buffers: C memory (rsw_buffer) as a userdata with element access
@@ -881,6 +898,28 @@ function Layout:add_dtensor(name, mesh, placements, buffer, byte_offset)
   return self
 end
 
+--- layout:set_block_scales(values, scales, rows, cols, rule): tensor
+-- values (f8_e4m3, in the destination layout) is quantized in blocks of
+-- rows x cols elements (default 128 x 128) over its last two dimensions
+-- (a 1-D tensor: rows 1), with one f32 scale per block in tensor scales,
+-- whose shape is the values' with the last two dimensions divided by the
+-- block, rounded up. rule: "amax" (default) or "ue8m0", or a
+-- reshard.scale value. Declare both tensors first; the scales are placed
+-- with shards like any tensor and are not in the source layout. The plan
+-- converts from the source's f32, bf16 or f16 on the way; a reader takes
+-- value * scale. Since 0.4.
+function Layout:set_block_scales(values, scales, rows, cols, rule)
+  local h = layout_handle(self)
+  checkname(values)
+  checkname(scales)
+  rows = toint(rows or 128, "block rows")
+  cols = toint(cols or 128, "block cols")
+  local code = scale_rule_code(rule or "amax")
+  C.rsw_layout_set_block_scales(R, h, values, scales, rows, cols, code)
+  check(R)
+  return self
+end
+
 --- layout:allgather(): share every rank's shards with every rank
 -- (collective; MPI and NCCL contexts).
 function Layout:allgather()
@@ -979,7 +1018,10 @@ end
 
 --- plan:stats(rank): every figure of rank (default all ranks) in a table:
 -- bytes_sent_intra, bytes_sent_inter, bytes_recv_intra, bytes_recv_inter,
--- bytes_local, messages_sent, messages_recv, rounds, staging_bytes, moves.
+-- bytes_local, messages_sent, messages_recv, rounds, staging_bytes, moves,
+-- converted_sending (elements converted to another dtype before sending;
+-- an fp8 block's scale counts one), converted_receiving (elements
+-- converted once they arrived, or in a copy inside the rank).
 function Plan:stats(rank)
   local h = plan_handle(self)
   rank = toint32(rank or C.RS_ALL_RANKS, "rank")

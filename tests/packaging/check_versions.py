@@ -16,7 +16,7 @@ Checked (skipped, saying why, where a file or a build product is absent):
     staged package, imported, reports the version (__version__);
   - packaging/conda/recipe.yaml: context.version;
   - packaging/debian/changelog: the upstream part of the first entry's
-    version (`libreshard (0.3.0-1) ...`);
+    version (`libreshard (0.4.0-1) ...`);
   - Lua rockspecs (*.rockspec), if any: the upstream part of `version`;
   - the Go binding: go.mod has no version; the doc comment of Version
     quotes one, which must be this one;

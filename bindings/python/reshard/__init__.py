@@ -39,7 +39,7 @@ from .errors import (ArgumentError, CorruptError, Error, InternalError,
                      LayoutError, MismatchError, ResourceError, Status,
                      TimeoutError, TransportError, UnsupportedError,
                      error_class)
-from .layout import Layout, TensorInfo
+from .layout import Layout, ScaleRule, TensorInfo
 from .mesh import DeviceMesh, Replicate, Shard, dtensor_local_box
 from .plan import DST, SRC, STAT_NAMES, Plan, Side
 
@@ -49,7 +49,8 @@ library_version: str = _version()
 __version__ = library_version
 
 __all__ = [
-    "Context", "Layout", "Plan", "TensorInfo", "Shard", "Replicate",
+    "Context", "Layout", "Plan", "TensorInfo", "ScaleRule", "Shard",
+    "Replicate",
     "DeviceMesh", "dtensor_local_box", "DType", "dtype", "Param",
     "Transport", "Side", "SRC", "DST", "STAT_NAMES", "ALL_RANKS",
     "NCCL_UNIQUE_ID_BYTES", "nccl_unique_id", "library_version",

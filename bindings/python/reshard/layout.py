@@ -2,7 +2,9 @@
 its buffers."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+import enum
+from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 from . import _native as N
 from ._native import C
@@ -11,7 +13,28 @@ from .dtypes import DType, DTypeLike, dtype as to_dtype
 from .errors import Status
 from .mesh import DeviceMesh, dtensor_local_box, placement_codes
 
-__all__ = ["Layout", "TensorInfo"]
+__all__ = ["Layout", "TensorInfo", "ScaleRule"]
+
+
+class ScaleRule(enum.IntEnum):
+    """``rs_scale_rule``: how the scale of an fp8 block is chosen
+    (:meth:`Layout.set_block_scales`). Since 0.4."""
+
+    #: scale = amax / 448
+    AMAX = 1
+    #: scale = 2^ceil(log2(amax / 448)), a power of two ("UE8M0" scales)
+    UE8M0 = 2
+
+
+def _scale_rule(rule: Union[ScaleRule, int, str]) -> int:
+    if isinstance(rule, str):
+        try:
+            return int(ScaleRule[rule.upper()])
+        except KeyError:
+            raise N.fail(Status.INVALID_ARGUMENT, "unknown scale rule %r "
+                         "(one of: %s)" % (rule, ", ".join(
+                             x.name.lower() for x in ScaleRule))) from None
+    return N.int32(rule, "rule")
 
 
 class TensorInfo(NamedTuple):
@@ -194,6 +217,37 @@ class Layout(_Handle):
         off, ext = dtensor_local_box(info.shape, mshape, places, coord)
         if all(e > 0 for e in ext):
             self.add_shard(name, rank, off, ext, buffer, byte_offset)
+        return self
+
+    # ---- dtype change on the way ----------------------------------------------
+
+    def set_block_scales(self, values: str, scales: str,
+                         block: Sequence[int] = (128, 128),
+                         rule: Union[ScaleRule, int, str] = "amax"
+                         ) -> "Layout":
+        """Declare that tensor ``values`` (f8_e4m3, in the destination
+        layout) is quantized in blocks of ``block = (rows, cols)`` elements
+        over its last two dims (a 1-D tensor: ``(1, n)``), with one float32
+        scale per block in tensor ``scales``, whose shape is the values'
+        with the last two dims divided by the block, rounded up. Declare
+        both tensors first; the scales are placed with shards like any
+        tensor and are not in the source layout. ``rule``: ``"amax"``
+        (scale = amax / 448) or ``"ue8m0"`` (a power of two), or a
+        :class:`ScaleRule`. The plan converts from the source's f32, bf16
+        or f16 on the way; a reader takes ``value * scale``. Since 0.4."""
+        for what, name in (("values", values), ("scales", scales)):
+            if not isinstance(name, str):
+                raise TypeError("%s: a tensor name is a str" % what)
+        if isinstance(block, (str, bytes)) or not hasattr(block, "__len__") \
+                or len(block) != 2:
+            raise TypeError("block is a pair (rows, cols), not %r" % (block,))
+        rows = N.int64(block[0], "block rows")
+        cols = N.int64(block[1], "block cols")
+        code = _scale_rule(rule)
+        r = N.result()
+        C.rsw_layout_set_block_scales(r, self._h(), values, scales, rows,
+                                      cols, code)
+        self._check(r)
         return self
 
     # ---- between processes -----------------------------------------------------

@@ -31,6 +31,7 @@ STAT_NAMES: Dict[str, int] = {
     "bytes_sent_intra": 1, "bytes_sent_inter": 2, "bytes_recv_intra": 3,
     "bytes_recv_inter": 4, "bytes_local": 5, "messages_sent": 6,
     "messages_recv": 7, "rounds": 8, "staging_bytes": 9, "moves": 10,
+    "converted_sending": 11, "converted_receiving": 12,
 }
 
 _SIDES = {"src": Side.SRC, "source": Side.SRC, "dst": Side.DST,
@@ -129,7 +130,10 @@ class Plan(_Handle):
         """Every figure of ``rank`` (None: all ranks together) as a dict:
         bytes_sent_intra, bytes_sent_inter, bytes_recv_intra,
         bytes_recv_inter, bytes_local, messages_sent, messages_recv,
-        rounds, staging_bytes, moves."""
+        rounds, staging_bytes, moves, converted_sending (elements the rank
+        converts to another dtype before sending them; an fp8 block's
+        scale counts one) and converted_receiving (elements it converts
+        once they arrived, or in a copy inside the rank)."""
         h = self._h()
         rk = -1 if rank is None else N.int32(rank, "rank",
                                              Status.UNKNOWN_RANK)

@@ -123,12 +123,24 @@ def test_layout_errors(ctx):
 
 
 def test_unsupported_dtype_change(ctx):
-    a = ctx.layout().add_tensor("w", "f32", (4,)).add_shard("w", 0, [0], [4])
-    b = ctx.layout().add_tensor("w", "bf16", (4,)).add_shard("w", 1, [0], [4])
+    # Since 0.4 f32, bf16 and f16 convert into each other (and into
+    # block-scaled fp8); any other pair is refused when planning.
+    a = ctx.layout().add_tensor("w", "i32", (4,)).add_shard("w", 0, [0], [4])
+    b = ctx.layout().add_tensor("w", "f32", (4,)).add_shard("w", 1, [0], [4])
     with pytest.raises(reshard.UnsupportedError) as ei:
         ctx.plan(a, b)
     assert ei.value.status == Status.UNSUPPORTED
-    assert ei.value.message
+    assert ei.value.name == "RS_ERR_UNSUPPORTED"
+    assert "i32" in ei.value.message and "f32" in ei.value.message
+    # fp8 without its scales declared (Layout.set_block_scales)
+    c = ctx.layout().add_tensor("w", "f8_e4m3", (4,)).add_shard(
+        "w", 1, [0], [4])
+    with pytest.raises(reshard.UnsupportedError) as ei:
+        ctx.plan(b, c)
+    assert "set_block_scales" in ei.value.message
+    d = ctx.layout().add_tensor("w", "bf16", (4,)).add_shard("w", 1, [0], [4])
+    with ctx.plan(b, d):  # a cast: planned
+        pass
 
 
 def test_layout_across_contexts(ctx):
