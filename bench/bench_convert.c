@@ -57,7 +57,8 @@ static float weight_value(int64_t i) {
   uint64_t h = mix((uint64_t)i * 0x9E3779B97F4A7C15ull + 1);
   float unit = (float)(h >> 40) / (float)(1 << 24) - 0.5f; /* [-0.5, 0.5) */
   int64_t r = i / COLS, c = i % COLS;
-  float block_scale = (float)(1 + (mix((uint64_t)(r / BLOCK * 131 + c / BLOCK)) & 15));
+  float block_scale =
+      (float)(1 + (mix((uint64_t)(r / BLOCK * 131 + c / BLOCK)) & 15));
   return unit * 0.02f * block_scale;
 }
 

@@ -4,7 +4,14 @@
  *
  * amax works on bit patterns: with the sign cleared, the patterns of a
  * float format order as their magnitudes do, and every NaN pattern sorts
- * above infinity, so an integer max is exact and lets a NaN win. */
+ * above infinity, so an integer max is exact and lets a NaN win.
+ *
+ * Block quantization reads its source twice (the amax pass, then the
+ * quantize pass, which waits on arithmetic); the band driver runs the
+ * first pass of one block row between the rows of the second pass of the
+ * one before, prefetching ahead of it, so that one thread keeps memory
+ * and arithmetic busy at once. Whole-width block rows keep the reads long
+ * sequential runs, which the hardware prefetchers follow. */
 #include "convert.h"
 
 #include <stddef.h>
@@ -167,7 +174,7 @@ static inline bool exact_reciprocal(float scale, float *inv) {
   uint32_t e = u >> 23; /* sign clear: positive scales only */
   bool pow2 = ((u & 0x007fffffu) == 0 && e >= 1 && e <= 254) ||
               u == 0x00400000u;
-  *inv = 1.0f / scale;
+  if (pow2) *inv = 1.0f / scale;
   return pow2;
 }
 
@@ -188,7 +195,7 @@ static inline float bf16_bits_f32(uint16_t h) {
     for (int64_t c = 0, j = 0, len = b - first; c < n;                       \
          c += len, len = b, j++) {                                           \
       int64_t end = block_end(c, len, n);                                    \
-      float scale = scales[j], inv;                                          \
+      float scale = scales[j], inv = 0;                                      \
       if (exact_reciprocal(scale, &inv))                                     \
         for (int64_t i = c; i < end; i++)                                    \
           d[i] = rsi_f32_to_e4m3_sat(widen(s[i]) * inv);                     \
@@ -217,8 +224,9 @@ RSI_QUANT_ROW(f16, uint16_t, rsi_f16_to_f32)
       uint32_t mag = w & 0x7fff7fffu;                                        \
       float lo = rsi_bits_f32(mag << 16) op arg;                             \
       float hi = rsi_bits_f32(mag & 0xffff0000u) op arg;                     \
-      uint32_t code_lo = rsi_e4m3_code_of_magnitude(lo) | ((w >> 8) & 0x80u);      \
-      uint32_t code_hi = rsi_e4m3_code_of_magnitude(hi) | ((w >> 24) & 0x80u);      \
+      uint32_t code_lo = rsi_e4m3_code_of_magnitude(lo) | ((w >> 8) & 0x80u); \
+      uint32_t code_hi =                                                     \
+          rsi_e4m3_code_of_magnitude(hi) | ((w >> 24) & 0x80u);              \
       uint16_t out = (uint16_t)(code_lo | code_hi << 8);                     \
       memcpy(d + 2 * p, &out, sizeof out);                                   \
     }                                                                        \
@@ -233,7 +241,7 @@ static void quant_row_bf16(uint8_t *restrict d, const void *src, int64_t n,
   const uint16_t *restrict s = src;
   for (int64_t c = 0, j = 0, len = b - first; c < n; c += len, len = b, j++) {
     int64_t end = block_end(c, len, n);
-    float scale = scales[j], inv;
+    float scale = scales[j], inv = 0;
     bool mul = exact_reciprocal(scale, &inv);
     uint32_t u = rsi_f32_bits(scale);
     if (u == 0 || u >= 0x7f800000u) { /* NaN, infinite, zero or negative */
@@ -246,9 +254,10 @@ static void quant_row_bf16(uint8_t *restrict d, const void *src, int64_t n,
       quant_pairs_mul_bf16(d + c, s + c, pairs, inv);
     else
       quant_pairs_div_bf16(d + c, s + c, pairs, scale);
-    if ((end - c) & 1)
-      d[end - 1] = rsi_f32_to_e4m3_sat(mul ? bf16_bits_f32(s[end - 1]) * inv
-                                            : bf16_bits_f32(s[end - 1]) / scale);
+    if ((end - c) & 1) {
+      float x = bf16_bits_f32(s[end - 1]);
+      d[end - 1] = rsi_f32_to_e4m3_sat(mul ? x * inv : x / scale);
+    }
   }
 }
 
@@ -381,12 +390,13 @@ void rsi_e4m3_run_bands(const rsi_e4m3_rows *k, int64_t b1, bool ue8m0,
   }
   /* the quantize pass of one band, row by row, with the amax pass of the
    * next band between its rows */
-  for (bool more = true; more; cur = nxt) {
-    more = next(state, &nxt);
-    int64_t arows = more && !nxt.have_scales ? nxt.amax_rows : 0;
-    int64_t abytes = nxt.amax_cols * k->esize;
-    if (arows > 0)
+  for (;;) {
+    bool more = next(state, &nxt);
+    int64_t arows = more && !nxt.have_scales ? nxt.amax_rows : 0, abytes = 0;
+    if (arows > 0) {
+      abytes = nxt.amax_cols * k->esize;
       memset(keys, 0, sizeof(uint32_t) * (size_t)blocks_of(nxt.amax_cols, b1));
+    }
     int64_t n = cur.rows > arows ? cur.rows : arows;
     for (int64_t i = 0; i < n; i++) {
       const char *arow =
@@ -394,7 +404,9 @@ void rsi_e4m3_run_bands(const rsi_e4m3_rows *k, int64_t b1, bool ue8m0,
       if (i < cur.rows) quantize_band_row(k, &cur, i, b1, arow, abytes);
       if (arow) k->amax(arow, nxt.amax_cols, b1, 0, keys);
     }
+    if (!more) break;
     if (arows > 0) band_scales(k, &nxt, b1, ue8m0, keys);
+    cur = nxt;
   }
 }
 

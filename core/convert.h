@@ -68,7 +68,7 @@ rs_status rsi_convert_quantize_e4m3(uint8_t *dst, int64_t dst_stride,
  * A block's running max |x| is kept as a "key": the bit pattern of |x| in
  * the source dtype, zero-extended (with the sign clear, patterns order as
  * magnitudes do, and a NaN sorts above infinity). A block starts at key 0.
- * Blocks of a row need not share scales' rule or value. */
+ * Each block of a row has its own scale, of any value. */
 typedef struct rsi_e4m3_rows {
   int64_t esize; /* bytes of a source element */
   /* keys[j] = max(keys[j], key of each element of block j of the row). */
@@ -114,13 +114,15 @@ typedef struct rsi_e4m3_band {
 int64_t rsi_e4m3_band_blocks(int64_t esize, int64_t rows, int64_t b1);
 
 /* Quantizes the bands that next() gives (true with one into *band, false
- * after the last), in order, each band's amax pass first: k's kernels,
- * blocks of b1 columns (amax_cols at most RSI_E4M3_BAND_BLOCKS blocks),
- * the scale rule of ue8m0. The quantize pass of one band runs with the
- * amax pass of the next between its rows, and prefetches that pass's
- * rows a slice at a time, so that the reads from memory of one overlap
- * the arithmetic of the other. A band whose scales are another band's
- * must come after that band. */
+ * after the last), in order, each band's amax pass before its quantize
+ * pass: k's kernels, blocks of b1 columns (amax_cols at most
+ * RSI_E4M3_BAND_BLOCKS blocks), the scale rule of ue8m0 (the amax pass
+ * writes scales[] only after the quantize pass of the band before has
+ * ended). The quantize pass of one band runs with the amax pass of the
+ * next between its rows, and prefetches that pass's rows a slice at a
+ * time, so that the reads from memory of one overlap the arithmetic of
+ * the other. A band that has_scales must come after the band that finds
+ * them. */
 void rsi_e4m3_run_bands(const rsi_e4m3_rows *k, int64_t b1, bool ue8m0,
                         bool (*next)(void *state, rsi_e4m3_band *band),
                         void *state);

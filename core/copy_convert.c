@@ -2,12 +2,13 @@
  *
  * CAST walks copy.c's runs (merged dims) and casts each run with one call.
  * QUANTIZE and SCALES walk the box as matrices (leading dims, then the
- * last two), because a block is a region of the last two dims. QUANTIZE
- * takes whole rows a band at a time (up to the end of their block row)
- * and a band a panel of blocks at a time, as rsi_quantize_blocks does:
- * the panel's scales (each block's once per copy, kept for the current
- * block row of the box), then its values row by row across the panel,
- * prefetching the next panel meanwhile.
+ * last two), because a block is a region of the last two dims, and call
+ * convert.h's row kernels once per row of a run of blocks. QUANTIZE takes
+ * whole rows up to the end of their block row at a time, each block's
+ * scale once per copy (kept for the current block row of the box); where
+ * rows are contiguous at both ends it hands the walk to
+ * rsi_e4m3_run_bands as bands (a block row's rows, the box's width), which
+ * overlaps the amax pass of one with the quantize pass of the other.
  * A run with a step other than one element at a side goes through small
  * buffers on the stack: gathered, converted, scattered. */
 #include "copy_convert.h"
@@ -88,8 +89,9 @@ static rs_status cast_copy(const rsi_copy *c, rsi_err *err) {
 /* ---- the box as matrices ------------------------------------------------ */
 
 /* A walk over elements [lo, hi) of a box, a piece at a time (part of one
- * row of its last dim, or whole rows). The box is matrices of rows x cols (its last two dims; a
- * 1-D box is one row, a 0-D box one element) over its leading dims.
+ * row of its last dim, or whole rows). The box is matrices of rows x cols
+ * (its last two dims; a 1-D box is one row, a 0-D box one element) over
+ * its leading dims.
  * Strides in elements; the dst ones only for a strided dst. */
 typedef struct rows_walk {
   int nlead;
@@ -334,7 +336,8 @@ static bool next_box_band(void *state, rsi_e4m3_band *band) {
   piece_block_row(v, b->sr, p, &lead, &nr);
   int64_t c = b->col, stop = p->c + p->count;
   int64_t k = (bl->col0 + c) / bl->b1 - b->sr->first;
-  int64_t n = min64(b->per, (bl->col0 + stop - 1) / bl->b1 - b->sr->first - k + 1);
+  int64_t last = (bl->col0 + stop - 1) / bl->b1 - b->sr->first;
+  int64_t n = min64(b->per, last - k + 1);
   int64_t end = min64(stop, (b->sr->first + k + n) * bl->b1 - bl->col0);
   band->amax_src = blocks_at(v, b->sr, lead, k, n, &band->amax_cols);
   band->amax_rows = nr;

@@ -682,6 +682,230 @@ Test(convert_blocks, bad_arguments) {
                RS_ERR_INVALID_ARGUMENT);
 }
 
+/* ---- row kernels and bands --------------------------------------------- */
+
+Test(convert_row_kernels, dtypes) {
+  const rsi_e4m3_rows *k = rsi_convert_e4m3_rows(RS_DTYPE_F32);
+  cr_assert(k && k->esize == 4);
+  k = rsi_convert_e4m3_rows(RS_DTYPE_BF16);
+  cr_assert(k && k->esize == 2);
+  k = rsi_convert_e4m3_rows(RS_DTYPE_F16);
+  cr_assert(k && k->esize == 2);
+  cr_assert_null(rsi_convert_e4m3_rows(RS_DTYPE_F64));
+  cr_assert_null(rsi_convert_e4m3_rows(RS_DTYPE_F8_E4M3));
+  /* a band's blocks: 1 to the most, never a wrapped product */
+  cr_assert_eq(rsi_e4m3_band_blocks(2, 128, 128), RSI_E4M3_BAND_BLOCKS / 2);
+  cr_assert_eq(rsi_e4m3_band_blocks(2, 1, 1), RSI_E4M3_BAND_BLOCKS);
+  cr_assert_eq(rsi_e4m3_band_blocks(4, 4096, 4096), 1);
+  cr_assert_eq(rsi_e4m3_band_blocks(2, INT64_MAX, INT64_MAX), 1);
+}
+
+/* The bit pattern of |x| as the amax kernels keep it. */
+static uint32_t key_of(rs_dtype t, const void *p, int64_t i) {
+  return load_bits(t, p, i) & (t == RS_DTYPE_F32 ? 0x7fffffffu : 0x7fffu);
+}
+
+/* Rows cut into blocks from any column of a first block (element 0 at odd
+ * addresses too), each block with its own scale, special ones among them;
+ * keys folded into keys already there. */
+Test(convert_row_kernels, blocks_of_a_row) {
+  uint64_t s = test_seed();
+  const uint32_t special[] = {0x7fc00000u, 0x7f800000u, 0, 0xbf800000u, 1,
+                              0x00400000u, 0x3f800000u, 0x3b124925u};
+  for (int trial = 0; trial < 600; trial++) {
+    rs_dtype t = FLOATS[trial % 3];
+    const rsi_e4m3_rows *k = rsi_convert_e4m3_rows(t);
+    int64_t cols = (int64_t)(rnd(&s) % 400), b1 = 1 + (int64_t)(rnd(&s) % 70);
+    int64_t first = (int64_t)(rnd(&s) % (uint64_t)b1), skew = trial & 1;
+    int64_t nb = (first + cols + b1 - 1) / b1 + 1;
+    size_t es = rsi_dtype_size(t);
+    char *buf = malloc((size_t)(cols + 1) * es + 1);
+    fill_random(buf, t, cols + 1, &s);
+    const char *src = buf + skew * (int64_t)es;
+    uint8_t *dst = malloc((size_t)cols + 1);
+    float *scales = malloc(sizeof(float) * (size_t)nb);
+    uint32_t *keys = malloc(sizeof(uint32_t) * (size_t)nb);
+    uint32_t *want = malloc(sizeof(uint32_t) * (size_t)nb);
+    for (int64_t j = 0; j < nb; j++) {
+      uint64_t r = rnd(&s);
+      uint32_t b = r % 5 == 0 ? special[(r >> 8) % 8]
+                              : 0x3a000000u + (uint32_t)(r >> 40) % 0x4000000u;
+      if (r % 7 == 0) b &= 0xff800000u; /* a power of two */
+      scales[j] = f32_of(b);
+      keys[j] = want[j] = (uint32_t)(rnd(&s) % 3) * 0x3c00u;
+    }
+    for (int64_t c = 0; c < cols; c++) {
+      uint32_t key = key_of(t, src, c);
+      int64_t j = (first + c) / b1;
+      want[j] = key > want[j] ? key : want[j];
+    }
+    k->amax(src, cols, b1, first, keys);
+    for (int64_t j = 0; j < nb; j++)
+      cr_assert_eq(keys[j], want[j], "%s amax, block %lld: %x, want %x",
+                   rsi_dtype_name(t), (long long)j, keys[j], want[j]);
+    memset(dst, 0xA5, (size_t)cols + 1);
+    k->quantize(dst, src, cols, b1, first, scales);
+    cr_assert_eq(dst[cols], 0xA5, "wrote past the row");
+    for (int64_t c = 0; c < cols; c++) {
+      float sc = scales[(first + c) / b1];
+      uint8_t got = dst[c], w = rsi_f32_to_e4m3_sat(widen(t, src, c) / sc);
+      if ((w & 0x7f) == 0x7f) got |= 0x80, w |= 0x80; /* the FPU's NaN sign */
+      cr_assert_eq(got, w, "%s / %a, column %lld of %lld (b1 %lld, first "
+                   "%lld): %02x, want %02x", rsi_dtype_name(t), (double)sc,
+                   (long long)c, (long long)cols, (long long)b1,
+                   (long long)first, got, w);
+    }
+    /* the value a key stands for */
+    for (int64_t j = 0; j < nb; j++) {
+      float v = k->key_amax(want[j]);
+      float x = widen(t, &want[j], 0);
+      if (t != RS_DTYPE_F32) {
+        uint16_t h = (uint16_t)want[j];
+        x = t == RS_DTYPE_BF16 ? rsi_bf16_to_f32(h) : rsi_f16_to_f32(h);
+      }
+      cr_assert_eq(rsi_f32_bits(v),
+                   x != x ? 0x7fc00000u : rsi_f32_bits(x), "key %x", want[j]);
+    }
+    free(buf);
+    free(dst);
+    free(scales);
+    free(keys);
+    free(want);
+  }
+}
+
+/* Every bf16 pattern, one block, scales that are not powers of two (the
+ * kernel's division path) and special ones, from an even and an odd
+ * element. */
+Test(convert_row_kernels, bf16_every_pattern_any_scale) {
+  static uint16_t src[65537];
+  static uint8_t dst[65536];
+  for (uint32_t h = 0; h < 65537; h++) src[h] = (uint16_t)(h * 40503u);
+  uint64_t s = test_seed();
+  const rsi_e4m3_rows *k = rsi_convert_e4m3_rows(RS_DTYPE_BF16);
+  for (int i = 0; i < 64; i++) {
+    uint32_t b = i < 8 ? (uint32_t[]){0x3b124925u, 0x00000003u, 0x7f7fffffu,
+                                      0x3f7fffffu, 0x7fc00000u, 0x7f800000u,
+                                      0x80000000u, 0xc0400000u}[i]
+                       : (uint32_t)rnd(&s) & 0x7fffffffu;
+    float scale = f32_of(b);
+    for (int skew = 0; skew < 2; skew++) {
+      k->quantize(dst, src + skew, 65536, 65536, 0, &scale);
+      for (uint32_t h = 0; h < 65536; h++) {
+        uint8_t got = dst[h];
+        uint8_t want = rsi_e4m3_quantize(rsi_bf16_to_f32(src[h + skew]), scale);
+        if ((want & 0x7f) == 0x7f) got |= 0x80, want |= 0x80;
+        cr_assert_eq(got, want, "bf16 %04x / %a: %02x, want %02x",
+                     src[h + skew], (double)scale, got, want);
+      }
+    }
+  }
+}
+
+/* Bands as a caller might cut a tensor: per block row, runs of blocks;
+ * per run, its first rows from a column inside its first block (the
+ * band that finds the scales), then the columns before that, then the
+ * other rows (bands that reuse them). */
+typedef struct band_plan {
+  rsi_e4m3_band *bands;
+  int n, next;
+} band_plan;
+
+static bool next_planned(void *state, rsi_e4m3_band *band) {
+  band_plan *p = state;
+  if (p->next == p->n) return false;
+  *band = p->bands[p->next++];
+  return true;
+}
+
+Test(convert_bands, reused_scales_and_part_rows) {
+  uint64_t s = test_seed();
+  for (int trial = 0; trial < 60; trial++) {
+    rs_dtype t = FLOATS[trial % 3];
+    const rsi_e4m3_rows *k = rsi_convert_e4m3_rows(t);
+    bool ue8m0 = trial & 1;
+    int64_t rows = 1 + (int64_t)(rnd(&s) % 40);
+    int64_t cols = 1 + (int64_t)(rnd(&s) % (trial % 4 ? 300 : 1300));
+    int64_t b0 = 1 + (int64_t)(rnd(&s) % 9), b1 = 1 + (int64_t)(rnd(&s) % 33);
+    int64_t brows = (rows + b0 - 1) / b0, bcols = (cols + b1 - 1) / b1;
+    size_t es = rsi_dtype_size(t);
+    char *src = malloc((size_t)(rows * cols) * es);
+    fill_random(src, t, rows * cols, &s);
+    uint8_t *ref_q = malloc((size_t)(rows * cols)), *dst = malloc((size_t)(rows * cols));
+    float *ref_s = malloc(sizeof(float) * (size_t)(brows * bcols));
+    float *scales = malloc(sizeof(float) * (size_t)(brows * bcols));
+    rsi_err err = {0};
+    cr_assert_eq(rsi_quantize_blocks(t, 2, I64(rows, cols), src, ref_q, ref_s,
+                                     b0, b1, ue8m0, &err),
+                 RS_OK);
+    band_plan p = {malloc(sizeof(rsi_e4m3_band) * (size_t)(brows * bcols * 3)),
+                   0, 0};
+    for (int64_t br = 0; br < brows; br++) {
+      int64_t r0 = br * b0, nr = rows - r0 < b0 ? rows - r0 : b0;
+      int64_t h = 1 + (int64_t)(rnd(&s) % (uint64_t)nr); /* rows first */
+      for (int64_t bc = 0; bc < bcols;) {
+        int64_t n = 1 + (int64_t)(rnd(&s) % 4);
+        if (n > bcols - bc) n = bcols - bc;
+        int64_t c0 = bc * b1, w = cols - c0 < n * b1 ? cols - c0 : n * b1;
+        int64_t first = (int64_t)(rnd(&s) % (uint64_t)(w < b1 ? w : b1));
+        const char *at = src + (r0 * cols + c0) * (int64_t)es;
+        rsi_e4m3_band band = {at, nr, w, false,
+                              scales + br * bcols + bc,
+                              at + first * (int64_t)es, dst + r0 * cols + c0 + first,
+                              h, w - first, first, cols * (int64_t)es, cols};
+        p.bands[p.n++] = band;
+        band.have_scales = true;
+        if (first > 0) { /* the columns before, from the block's start */
+          band.src = at;
+          band.dst = dst + r0 * cols + c0;
+          band.cols = first;
+          band.first = 0;
+          p.bands[p.n++] = band;
+        }
+        if (h < nr) { /* the other rows, whole */
+          band.src = at + h * cols * (int64_t)es;
+          band.dst = dst + (r0 + h) * cols + c0;
+          band.rows = nr - h;
+          band.cols = w;
+          band.first = 0;
+          p.bands[p.n++] = band;
+        }
+        bc += n;
+      }
+    }
+    memset(dst, 0xA5, (size_t)(rows * cols));
+    rsi_e4m3_run_bands(k, b1, ue8m0, next_planned, &p);
+    cr_assert_eq(p.next, p.n, "bands left");
+    cr_assert(!memcmp(scales, ref_s, sizeof(float) * (size_t)(brows * bcols)),
+              "%s: scales differ from rsi_quantize_blocks'", rsi_dtype_name(t));
+    for (int64_t i = 0; i < rows * cols; i++)
+      cr_assert_eq(dst[i], ref_q[i], "%s %lld x %lld in %lld x %lld: element "
+                   "%lld: %02x, want %02x", rsi_dtype_name(t), (long long)rows,
+                   (long long)cols, (long long)b0, (long long)b1, (long long)i,
+                   dst[i], ref_q[i]);
+    free(src);
+    free(ref_q);
+    free(dst);
+    free(ref_s);
+    free(scales);
+    free(p.bands);
+  }
+}
+
+/* Rows wider than a band takes (several bands a block row), and longer
+ * than a run between two slices of prefetching, against the per-element
+ * loop. */
+Test(convert_blocks, wide_rows) {
+  uint64_t s = test_seed();
+  for (int t = 0; t < 3; t++) {
+    check_blocks(FLOATS[t], 2, I64(9, 5 * RSI_E4M3_BAND_BLOCKS + 77), 4, 5,
+                 t == 1, &s);
+    check_blocks(FLOATS[t], 2, I64(9, 1500), 4, 16, t != 1, &s);
+    check_blocks(FLOATS[t], 1, I64(3 * RSI_E4M3_BAND_BLOCKS + 5), 1, 1, t != 1,
+                 &s);
+  }
+}
+
 /* ---- bit for bit against ml_dtypes ------------------------------------- */
 
 #ifndef RT_PYTHON

@@ -4,10 +4,11 @@
  * both ways, odd strides and padding, against rsi_convert_cast_fn element
  * by element; block quantization and block scales of sub-boxes of 1-D,
  * 2-D and 3-D tensors (blocks reaching outside the box, edge blocks, a
- * NaN block, both scale rules) bit for bit against rsi_quantize_blocks
- * over the whole tensor. Every destination starts poisoned: an element the
- * engine did not write fails its comparison, a byte it should not have
- * written fails the poison check. */
+ * NaN block, both scale rules, rows wider than a band of blocks) bit for
+ * bit against rsi_quantize_blocks over the whole tensor. Every
+ * destination starts poisoned: an element the engine did not write fails
+ * its comparison, a byte it should not have written fails the poison
+ * check. */
 #include <criterion/criterion.h>
 
 #include "convert.h"
@@ -429,6 +430,30 @@ Test(copy_blocks, nan_block) {
                            10 * 45 + 20, &seed);
     cr_assert(t.ref_s[1 * 3 + 1] != t.ref_s[1 * 3 + 1], "the reference");
     all_boxes(&t, BOXES_2D, N(BOXES_2D), SCALE_BOXES_2D, N(SCALE_BOXES_2D));
+    free_tensor(&t);
+  }
+}
+
+/* 9 x 1400 in blocks of 4 x 5 (grid 3 x 280): a block row of the box
+ * is more blocks than a band takes, and a row longer than a run between
+ * two slices of prefetching. */
+static const box_case WIDE_BOXES[] = {
+    {{1, 3}, {7, 1390}, 5, 7, true, 1},     /* parts of rows, dense */
+    {{0, 0}, {9, 1400}, 0, 0, false, 1},    /* all of it, strided fp8 */
+    {{2, 600}, {5, 800}, 100, 3, false, 2}, /* stepped dst */
+};
+static const box_case WIDE_SCALE_BOXES[] = {
+    {{0, 0}, {3, 280}, 0, 0, true, 1},
+    {{1, 7}, {2, 270}, 10, 20, false, 2},
+};
+
+Test(copy_blocks, wide_rows) {
+  uint64_t seed = SEED + 7;
+  for (int k = 0; k < 6; k++) {
+    tensor t = make_tensor(FLOATS[k % 3], 2, I64(9, 1400), 4, 5, k == 2,
+                           k >= 3, k == 4 ? 5 * 1400 + 700 : -1, &seed);
+    all_boxes(&t, WIDE_BOXES, N(WIDE_BOXES), WIDE_SCALE_BOXES,
+              N(WIDE_SCALE_BOXES));
     free_tensor(&t);
   }
 }
