@@ -460,3 +460,147 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
   cr_assert_gt(split, 10);
   cr_assert_gt(whole, 10);
 }
+
+/* An N-D tensor (1-D and 3-D here) with boxes of any rank: sources that
+ * split blocks, destinations of whole blocks on two ranks. */
+typedef struct nbox {
+  int rank;
+  int64_t off[3], ext[3];
+} nbox;
+
+static int64_t nvolume(int nd, const int64_t *e) {
+  int64_t v = 1;
+  for (int d = 0; d < nd; d++) v *= e[d];
+  return v;
+}
+
+/* Copy box b of a dense tensor of `shape` between the tensor and a dense
+ * buffer of the box (to_box: tensor -> buffer). */
+static void box_copy(int nd, const int64_t *shape, const nbox *b,
+                     unsigned char *tensor, unsigned char *buf, int64_t es,
+                     bool to_box) {
+  int64_t n = nvolume(nd, b->ext);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t rem = i, at = 0;
+    int64_t idx[3];
+    for (int d = nd - 1; d >= 0; d--) {
+      idx[d] = rem % b->ext[d] + b->off[d];
+      rem /= b->ext[d];
+    }
+    for (int d = 0; d < nd; d++) at = at * shape[d] + idx[d];
+    if (to_box)
+      memcpy(buf + i * es, tensor + at * es, (size_t)es);
+    else
+      memcpy(tensor + at * es, buf + i * es, (size_t)es);
+  }
+}
+
+static void nd_case(int nd, const int64_t *shape, int64_t b0, int64_t b1,
+                    const nbox *srcs, int nsrc, const nbox *dsts, int ndst) {
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  rs_plan *plan = NULL;
+  cr_assert_eq(rs_context_create_local(4, &ctx), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &src), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &dst), RS_OK);
+  int64_t sshape[3];
+  memcpy(sshape, shape, (size_t)nd * sizeof *shape);
+  sshape[nd - 1] = (shape[nd - 1] + b1 - 1) / b1;
+  if (nd > 1) sshape[nd - 2] = (shape[nd - 2] + b0 - 1) / b0;
+  cr_assert_eq(rs_layout_add_tensor(src, "w", RS_DTYPE_BF16, nd, shape), RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(dst, "w", RS_DTYPE_F8_E4M3, nd, shape),
+               RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(dst, "s", RS_DTYPE_F32, nd, sshape), RS_OK);
+  cr_assert_eq(rs_layout_set_block_scales(dst, "w", "s", b0, b1, RS_SCALE_AMAX),
+               RS_OK, "%s", rs_context_last_error(ctx));
+  int64_t n = nvolume(nd, shape), ns = nvolume(nd, sshape);
+  job values = {.from = RS_DTYPE_BF16, .shape = {n, 1}};
+  make_values(&values);
+  unsigned char *want = malloc((size_t)n);
+  float *want_scales = malloc((size_t)ns * sizeof *want_scales);
+  rsi_err err = {0};
+  cr_assert_eq(rsi_quantize_blocks(RS_DTYPE_BF16, nd, shape, values.values,
+                                   want, want_scales, b0, b1, false, &err),
+               RS_OK);
+  for (int i = 0; i < nsrc; i++)
+    cr_assert_eq(rs_layout_add_shard(src, "w", srcs[i].rank, srcs[i].off,
+                                     srcs[i].ext, i, 0, NULL), RS_OK);
+  nbox sboxes[4];
+  for (int i = 0; i < ndst; i++) {
+    cr_assert_eq(rs_layout_add_shard(dst, "w", dsts[i].rank, dsts[i].off,
+                                     dsts[i].ext, i, 0, NULL), RS_OK);
+    sboxes[i] = dsts[i];
+    for (int d = 0; d < nd; d++) {
+      int64_t bs = d == nd - 1 ? b1 : d == nd - 2 ? b0 : 1;
+      sboxes[i].off[d] = dsts[i].off[d] / bs;
+      sboxes[i].ext[d] = (dsts[i].off[d] + dsts[i].ext[d] + bs - 1) / bs -
+                         sboxes[i].off[d];
+    }
+    cr_assert_eq(rs_layout_add_shard(dst, "s", dsts[i].rank, sboxes[i].off,
+                                     sboxes[i].ext, 8 + i, 0, NULL), RS_OK);
+  }
+  cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK, "%s",
+               rs_context_last_error(ctx));
+  unsigned char *bufs[12] = {0};
+  for (int i = 0; i < nsrc; i++) {
+    int64_t v = nvolume(nd, srcs[i].ext);
+    bufs[i] = malloc((size_t)(2 * v));
+    box_copy(nd, shape, &srcs[i], values.values, bufs[i], 2, true);
+    cr_assert_eq(rs_plan_bind(plan, RS_SIDE_SRC, srcs[i].rank, i, bufs[i],
+                              (size_t)(2 * v)), RS_OK);
+  }
+  unsigned char *got = malloc((size_t)n);
+  float *got_scales = malloc((size_t)ns * sizeof *got_scales);
+  memset(got, 0xA5, (size_t)n);
+  memset(got_scales, 0xA5, (size_t)ns * sizeof *got_scales);
+  unsigned char *dbuf[4], *sbuf[4];
+  for (int i = 0; i < ndst; i++) {
+    int64_t v = nvolume(nd, dsts[i].ext), vs = nvolume(nd, sboxes[i].ext);
+    dbuf[i] = malloc((size_t)v);
+    sbuf[i] = malloc((size_t)(4 * vs));
+    memset(dbuf[i], 0xA5, (size_t)v);
+    memset(sbuf[i], 0xA5, (size_t)(4 * vs));
+    cr_assert_eq(rs_plan_bind(plan, RS_SIDE_DST, dsts[i].rank, i, dbuf[i],
+                              (size_t)v), RS_OK);
+    cr_assert_eq(rs_plan_bind(plan, RS_SIDE_DST, dsts[i].rank, 8 + i, sbuf[i],
+                              (size_t)(4 * vs)), RS_OK);
+  }
+  cr_assert_eq(rs_plan_execute(plan), RS_OK, "%s", rs_context_last_error(ctx));
+  for (int i = 0; i < ndst; i++) {
+    box_copy(nd, shape, &dsts[i], got, dbuf[i], 1, false);
+    box_copy(nd, sshape, &sboxes[i], (unsigned char *)got_scales, sbuf[i], 4,
+             false);
+    free(dbuf[i]);
+    free(sbuf[i]);
+  }
+  cr_assert(memcmp(got, want, (size_t)n) == 0, "fp8 values differ");
+  cr_assert(memcmp(got_scales, want_scales, (size_t)ns * 4) == 0,
+            "scales differ");
+  for (int i = 0; i < nsrc; i++) free(bufs[i]);
+  free(got);
+  free(got_scales);
+  free(want);
+  free(want_scales);
+  free(values.values);
+  rs_plan_destroy(plan);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
+}
+
+Test(convert_plan, fp8_one_dim) {
+  const int64_t shape[1] = {1000};
+  const nbox srcs[3] = {{0, {0}, {300}}, {1, {300}, {400}}, {0, {700}, {300}}};
+  const nbox dsts[2] = {{2, {0}, {512}}, {3, {512}, {488}}};
+  nd_case(1, shape, 1, 128, srcs, 3, dsts, 2);
+}
+
+Test(convert_plan, fp8_leading_dims_are_independent) {
+  const int64_t shape[3] = {3, 200, 130};
+  const nbox srcs[3] = {{0, {0, 0, 0}, {2, 100, 130}},
+                        {1, {0, 100, 0}, {2, 100, 130}},
+                        {1, {2, 0, 0}, {1, 200, 130}}};
+  const nbox dsts[2] = {{2, {0, 0, 0}, {3, 200, 64}},
+                        {3, {0, 0, 64}, {3, 200, 66}}};
+  nd_case(3, shape, 64, 64, srcs, 3, dsts, 2);
+}
