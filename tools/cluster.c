@@ -21,7 +21,9 @@ const char *rt_cluster_preset_name(int i) {
   return i >= 0 && i < rt_cluster_preset_count() ? rt_preset_names[i] : NULL;
 }
 
-typedef enum { K_INT, K_NUM, K_STR } kind;
+/* K_RANGE: a number, or [low, high] where published figures differ;
+ * slot is a double[2]. */
+typedef enum { K_INT, K_NUM, K_STR, K_RANGE } kind;
 
 typedef struct key {
   const char *name;
@@ -53,6 +55,43 @@ static void line_col(const char *text, size_t at, int *line, int *col) {
       (*col)++;
     }
   }
+}
+
+/* A K_RANGE value: a number x (low = high = x) or [low, high], each in
+ * [K->min, K->max], low <= high. */
+static int parse_range(rt_err *e, const char *what, const key *K,
+                       json_object *v) {
+  double *slot = K->slot, x[2];
+  char want[128];
+  snprintf(want, sizeof want, "a number in (0, %g] or [low, high] of such "
+                              "numbers",
+           K->max);
+  if (json_object_is_type(v, json_type_array)) {
+    if (json_object_array_length(v) != 2)
+      return type_error(e, what, K->name, want, v);
+    for (int i = 0; i < 2; i++) {
+      json_object *y = json_object_array_get_idx(v, (size_t)i);
+      if (!json_object_is_type(y, json_type_int) &&
+          !json_object_is_type(y, json_type_double))
+        return type_error(e, what, K->name, want, v);
+      x[i] = json_object_get_double(y);
+    }
+  } else if (json_object_is_type(v, json_type_int) ||
+             json_object_is_type(v, json_type_double)) {
+    x[0] = x[1] = json_object_get_double(v);
+  } else {
+    return type_error(e, what, K->name, want, v);
+  }
+  for (int i = 0; i < 2; i++)
+    if (!(x[i] >= K->min && x[i] <= K->max))
+      return type_error(e, what, K->name, want, v);
+  if (x[0] > x[1])
+    return rt_fail(e, "%s: '%s' is a range [low, high] but its low end (%g) "
+                      "is above its high end (%g)",
+                   what, K->name, x[0], x[1]);
+  slot[0] = x[0];
+  slot[1] = x[1];
+  return 0;
 }
 
 int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
@@ -98,6 +137,8 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
   /* without a figure: an H100 SXM's HBM3, 90% of it achieved by a copy */
   double hbm = 3350, hbm_ach = 0, convert = 0;
   int host = 0, domain = 0, job = 0, channels = 32;
+  /* without a figure: point-to-point reaches the collective rate */
+  double p2p_nvl[2] = {1, 1}, p2p_nic[2] = {1, 1};
   key keys[] = {
       {"name", K_STR, false, 0, 0, out->name, sizeof out->name},
       {"description", K_STR, false, 0, 0, out->description,
@@ -117,6 +158,8 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
       {"hbm_gbps", K_NUM, false, 1e-6, 1e7, &hbm, 0},
       {"hbm_achieved_gbps", K_NUM, false, 1e-6, 1e7, &hbm_ach, 0},
       {"convert_gbps", K_NUM, false, 1e-6, 1e7, &convert, 0},
+      {"p2p_nvlink_fraction", K_RANGE, false, 1e-6, 1, p2p_nvl, 0},
+      {"p2p_nic_fraction", K_RANGE, false, 1e-6, 1, p2p_nic, 0},
   };
   const int nkeys = (int)(sizeof keys / sizeof keys[0]);
   bool seen[sizeof keys / sizeof keys[0]] = {false};
@@ -128,7 +171,7 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
     if (i == nkeys) {
       if (k[0] == '_' || !strcmp(k, "notes") || !strcmp(k, "source"))
         continue; /* comments */
-      char known[512];
+      char known[1024];
       size_t at = 0;
       for (int j = 0; j < nkeys; j++)
         at += (size_t)snprintf(known + at, sizeof known - at, "%s%s",
@@ -146,6 +189,11 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
         break;
       }
       snprintf((char *)K->slot, K->cap, "%s", json_object_get_string(v));
+      continue;
+    }
+    if (K->k == K_RANGE) {
+      rc = parse_range(e, what, K, v);
+      if (rc) break;
       continue;
     }
     bool is_int = json_object_is_type(v, json_type_int);
@@ -230,7 +278,21 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
   out->nic_lat = nic_lat * 1e-6;
   out->copy_bw = out->hbm_achieved_gbps * 1e9 / 2;
   out->convert_bw = out->convert_gbps * 1e9;
+  out->coll_nvl_bw = out->nvl_bw;
+  out->coll_nic_bw = out->nic_bw;
+  for (int i = 0; i < 2; i++) {
+    out->p2p_nvl_frac[i] = p2p_nvl[i];
+    out->p2p_nic_frac[i] = p2p_nic[i];
+  }
   return 0;
+}
+
+void rt_cluster_at_end(const rt_cluster *c, int end, rt_cluster *out) {
+  /* fast: the high fractions; slow: the low ones */
+  int i = end == RT_END_FAST ? 1 : 0;
+  *out = *c;
+  out->nvl_bw = c->coll_nvl_bw * c->p2p_nvl_frac[i];
+  out->nic_bw = c->coll_nic_bw * c->p2p_nic_frac[i];
 }
 
 int rt_cluster_read_file(const char *path, rt_cluster *out, rt_err *e) {

@@ -27,7 +27,22 @@ typedef struct rt_cluster {
    * convert_bw: a dtype conversion (cast or fp8 quantization), bytes of
    * input per second. */
   double nvl_bw, nic_bw, nvl_lat, nic_lat, copy_bw, convert_bw;
+  /* What real syncs pay that the figures above leave out: the fraction of
+   * the collective rate (nvlink_achieved_gbps, nic_achieved_gbps) that
+   * NCCL point-to-point transfers reach, [0] low and [1] high, from the
+   * keys p2p_nvlink_fraction and p2p_nic_fraction (default 1: nothing
+   * left out). Collectives (the broadcast) keep coll_nvl_bw, coll_nic_bw:
+   * the rates above, before any fraction is applied. */
+  double p2p_nvl_frac[2], p2p_nic_frac[2];
+  double coll_nvl_bw, coll_nic_bw;
 } rt_cluster;
+
+/* The ends of a prediction's range: RT_END_FAST, the sources' most
+ * favourable figures (the lowest time); RT_END_SLOW, their least. */
+enum { RT_END_FAST = 0, RT_END_SLOW = 1 };
+/* c with its point-to-point rates at one end of their ranges: the same
+ * model evaluated with another parameter set. */
+void rt_cluster_at_end(const rt_cluster *c, int end, rt_cluster *out);
 
 int rt_cluster_preset_count(void);
 const char *rt_cluster_preset_name(int i);

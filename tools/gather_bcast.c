@@ -54,9 +54,10 @@ double rt_bcast_bw(const rt_job *job) {
    * spread the crossings over up to nccl_channels NICs of a domain. */
   int spread = job->domain_gpus < c->nccl_channels ? job->domain_gpus
                                                     : c->nccl_channels;
-  double net = c->nic_bw * spread;
+  /* a collective: the collective rates, whatever point-to-point reaches */
+  double net = c->coll_nic_bw * spread;
   bool one_domain = job->ndomains == 1;
-  return one_domain || net > c->nvl_bw ? c->nvl_bw : net;
+  return one_domain || net > c->coll_nvl_bw ? c->coll_nvl_bw : net;
 }
 
 /* Latency of one pipelined ring broadcast over the inference ranks. */

@@ -81,6 +81,60 @@ static void read_conversion(const rt_job *job, const rs_plan *plan,
   }
 }
 
+/* ---- the ends of the ranges ------------------------------------------------
+ * Every prediction is the one model evaluated again with the cluster at
+ * the ends of its ranges (rt_cluster_at_end): a view of the job sharing
+ * everything but its cluster. */
+
+static void job_at_end(const rt_job *job, int end, rt_job *view) {
+  *view = *job;
+  rt_cluster_at_end(&job->cluster, end, &view->cluster);
+}
+
+/* Our plan's time at both ends into res->time_low, time_high. */
+static int ours_at_ends(const rt_job *job, const rs_plan *plan,
+                        rt_result *res, rt_err *e) {
+  double t[2];
+  for (int end = 0; end < 2; end++) {
+    rt_job view;
+    job_at_end(job, end, &view);
+    rt_load l;
+    rt_load_init(&l, job->world);
+    rt_result x;
+    double msgs = 0;
+    int rc = rt_strategy_ours(&view, plan, &l, NULL, &x, &msgs, NULL, e);
+    rt_load_free(&l);
+    if (rc) return rc;
+    t[end] = x.time;
+  }
+  res->time_low = t[RT_END_FAST];
+  res->time_high = t[RT_END_SLOW];
+  return 0;
+}
+
+/* The other strategies, on one job: the reference's two, gather-and-
+ * broadcast (and gather-convert-broadcast), the lower bound. */
+typedef struct baselines {
+  rt_result hier, direct, gb_rl, gb_ideal, gb_convert, lb;
+  rt_ref_stats hier_stats, direct_stats;
+} baselines;
+
+static void model_baselines(const rt_job *job, const rt_options *opt,
+                            bool converts, baselines *b, atomic_int *phase) {
+  rt_load l;
+  rt_load_init(&l, job->world);
+  rt_strategy_reference(job, true, &l, &b->hier, &b->hier_stats);
+  rt_load_clear(&l);
+  rt_strategy_reference(job, false, &l, &b->direct, &b->direct_stats);
+  rt_load_free(&l);
+  if (phase) atomic_store(phase, 4);
+  rt_strategy_gather_bcast(job, opt->bucket_bytes, &b->gb_rl, &b->gb_ideal);
+  if (converts)
+    rt_strategy_gather_convert_bcast(job, opt->bucket_bytes, &b->gb_convert);
+  if (phase) atomic_store(phase, 5);
+  rt_lower_bound(job, &b->lb);
+}
+
 /* The same sync in the model's dtype on both sides, planned and
  * modelled as ours. */
 static int plan_without_conversion(const rt_job *job, rt_report *r,
@@ -100,6 +154,7 @@ static int plan_without_conversion(const rt_job *job, rt_report *r,
     r->plain_bytes_local = l.local;
     r->plain_bytes_intra = l.intra;
     r->plain_bytes_inter = l.inter;
+    if (rc == 0) rc = ours_at_ends(&plain, plan, &r->ours_plain, e);
     rt_load_free(&l);
     rs_plan_destroy(plan);
     rs_context_destroy(ctx);
@@ -145,6 +200,7 @@ static int run(worker *w) {
                            sizeof *r->matrix);
   int rc = rt_strategy_ours(job, plan, &r->ours_load, r->matrix, &r->ours,
                             &r->messages, NULL, e);
+  if (rc == 0) rc = ours_at_ends(job, plan, &r->ours, e);
   rs_plan_destroy(plan);
   rs_context_destroy(ctx);
   if (rc) return -1;
@@ -153,18 +209,28 @@ static int run(worker *w) {
   if (r->converts && plan_without_conversion(job, r, e)) return -1;
   double t3 = rt_now();
   atomic_store(&w->phase, 3);
-  rt_load l;
-  rt_load_init(&l, job->world);
-  rt_strategy_reference(job, true, &l, &r->hier, &r->hier_stats);
-  rt_load_clear(&l);
-  rt_strategy_reference(job, false, &l, &r->direct, &r->direct_stats);
-  rt_load_free(&l);
-  atomic_store(&w->phase, 4);
-  rt_strategy_gather_bcast(job, r->opt.bucket_bytes, &r->gb_rl, &r->gb_ideal);
-  if (r->converts)
-    rt_strategy_gather_convert_bcast(job, r->opt.bucket_bytes, &r->gb_convert);
-  atomic_store(&w->phase, 5);
-  rt_lower_bound(job, &r->lb);
+  baselines *b = rt_xcalloc(3, sizeof *b); /* the point, fast, slow */
+  model_baselines(job, &r->opt, r->converts, &b[0], &w->phase);
+  for (int end = 0; end < 2; end++) {
+    rt_job view;
+    job_at_end(job, end, &view);
+    model_baselines(&view, &r->opt, r->converts, &b[1 + end], NULL);
+  }
+  rt_result *dst[] = {&r->hier,  &r->direct,     &r->gb_rl,
+                      &r->gb_ideal, &r->gb_convert, &r->lb};
+  for (int k = 0; k < 3; k++) {
+    const rt_result *src[] = {&b[k].hier,     &b[k].direct,
+                              &b[k].gb_rl,    &b[k].gb_ideal,
+                              &b[k].gb_convert, &b[k].lb};
+    for (int i = 0; i < 6; i++) {
+      if (k == 0) *dst[i] = *src[i];
+      else if (k == 1 + RT_END_FAST) dst[i]->time_low = src[i]->time;
+      else dst[i]->time_high = src[i]->time;
+    }
+  }
+  r->hier_stats = b[0].hier_stats;
+  r->direct_stats = b[0].direct_stats;
+  free(b);
   r->model_s = model_s + rt_now() - t3;
   atomic_store(&w->phase, 6);
   return 0;
@@ -267,7 +333,19 @@ static const char *fmt_time(const rt_result *x, char *buf, size_t n) {
   if (x->not_applicable)
     snprintf(buf, n, "n/a");
   else
-    snprintf(buf, n, "%.3f", x->time);
+    snprintf(buf, n, "%.3f (%.3f-%.3f)", x->time, x->time_low, x->time_high);
+  return buf;
+}
+
+/* x over ours at each end of the ranges: "1.52-1.61x" */
+static const char *fmt_ratio_range(const rt_result *x, const rt_result *ours,
+                                   char *buf, size_t n) {
+  double a = ours->time_low > 0 ? x->time_low / ours->time_low : 0;
+  double b = ours->time_high > 0 ? x->time_high / ours->time_high : 0;
+  if (x->not_applicable)
+    snprintf(buf, n, "n/a");
+  else
+    snprintf(buf, n, "%.2f-%.2fx", a < b ? a : b, a < b ? b : a);
   return buf;
 }
 
@@ -354,16 +432,17 @@ void rt_report_print(const rt_report *r, FILE *f) {
           rt_fmt_bytes(r->bytes_inter, d2, sizeof d2),
           rt_fmt_bytes(r->lb.bytes_inter, b2, sizeof b2));
   rt_report_print_dtypes(r, f);
-  fprintf(f, "\n%-34s %10s %9s %11s %11s  %s\n", "strategy", "time [s]",
+  fprintf(f, "\n%-34s %21s %9s %11s %11s  %s\n", "strategy",
+          "time [s] (range)",
           "vs ours", "across", "inside", "hot spot / note");
   const rt_result *rows[8];
   size_t nrows = report_rows(r, rows);
   for (size_t i = 0; i < nrows; i++) {
     const rt_result *x = rows[i];
-    char hot[640], tm[16], ratio[16];
+    char hot[640], tm[64], ratio[16];
     hot_text(r, x, hot, sizeof hot);
     bool none = x->not_applicable || x == &r->lb;
-    fprintf(f, "%-34s %10s %9s %11s %11s  %s\n", x->label,
+    fprintf(f, "%-34s %21s %9s %11s %11s  %s\n", x->label,
             fmt_time(x, tm, sizeof tm), fmt_ratio(x, r->ours.time, ratio,
                                                   sizeof ratio),
             x->not_applicable ? "-"
@@ -391,7 +470,21 @@ void rt_report_print(const rt_report *r, FILE *f) {
             fmt_ratio(&r->ours_plain, r->ours.time, s1, sizeof s1),
             fmt_ratio(&r->gb_convert, r->ours.time, s2, sizeof s2),
             r->gb_convert.label);
+  fprintf(f, "at the ends of the ranges: %s over hierarchical, %s over "
+             "direct, %s over gather+broadcast (RL), %s over the ideal\n",
+          fmt_ratio_range(&r->hier, &r->ours, s1, sizeof s1),
+          fmt_ratio_range(&r->direct, &r->ours, s2, sizeof s2),
+          fmt_ratio_range(&r->gb_rl, &r->ours, s3, sizeof s3),
+          fmt_ratio_range(&r->gb_ideal, &r->ours, s4, sizeof s4));
   fprintf(f, "plan quality (ours / lower bound): %.3f\n", q);
+  fprintf(f, "ranges: the same model with point-to-point at the ends of "
+             "p2p_nvlink_fraction [%.2f, %.2f] and p2p_nic_fraction "
+             "[%.2f, %.2f] of the collective rates (docs/MODEL.md). Times "
+             "are uncalibrated: ratios between point-to-point strategies "
+             "hold at both ends; ratios against gather+broadcast (a "
+             "collective) do not.\n",
+          c->p2p_nvl_frac[0], c->p2p_nvl_frac[1], c->p2p_nic_frac[0],
+          c->p2p_nic_frac[1]);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -408,6 +501,8 @@ static json_object *result_json(const rt_report *r, const rt_result *x) {
   bool na = x->not_applicable;
   json_object_object_add(o, "applicable", json_object_new_boolean(!na));
   json_object_object_add(o, "time_s", na ? NULL : jd(x->time));
+  json_object_object_add(o, "time_low", na ? NULL : jd(x->time_low));
+  json_object_object_add(o, "time_high", na ? NULL : jd(x->time_high));
   json_object_object_add(o, "bytes_inter", na ? NULL : jd(x->bytes_inter));
   json_object_object_add(o, "bytes_intra", na ? NULL : jd(x->bytes_intra));
   if (r->ours.time > 0 && x != &r->ours)
@@ -546,6 +641,32 @@ char *rt_report_json(const rt_report *r) {
   json_object_object_add(sp, "vs_gather_convert_bcast",
                          r->converts ? speedup_json(&r->gb_convert, r) : NULL);
   json_object_object_add(root, "speedups", sp);
+  /* the same ratios at the fast and at the slow end of the ranges */
+  const rt_result *vs[] = {&r->hier, &r->direct, &r->gb_rl, &r->gb_ideal};
+  const char *vs_key[] = {"vs_hierarchical", "vs_direct",
+                          "vs_gather_bcast_rl", "vs_gather_bcast_ideal"};
+  json_object *spr = json_object_new_object();
+  for (size_t i = 0; i < 4; i++) {
+    json_object *a = NULL;
+    if (!vs[i]->not_applicable && r->ours.time_low > 0 &&
+        r->ours.time_high > 0) {
+      a = json_object_new_array();
+      json_object_array_add(a, jd(vs[i]->time_low / r->ours.time_low));
+      json_object_array_add(a, jd(vs[i]->time_high / r->ours.time_high));
+    }
+    json_object_object_add(spr, vs_key[i], a);
+  }
+  json_object_object_add(root, "speedups_at_ends", spr);
+  json_object *rg = json_object_new_object();
+  json_object *a = json_object_new_array();
+  json_object_array_add(a, jd(c->p2p_nvl_frac[0]));
+  json_object_array_add(a, jd(c->p2p_nvl_frac[1]));
+  json_object_object_add(rg, "p2p_nvlink_fraction", a);
+  a = json_object_new_array();
+  json_object_array_add(a, jd(c->p2p_nic_frac[0]));
+  json_object_array_add(a, jd(c->p2p_nic_frac[1]));
+  json_object_object_add(rg, "p2p_nic_fraction", a);
+  json_object_object_add(root, "ranges", rg);
   json_object_object_add(root, "plan_quality",
                          jd(r->lb.time > 0 ? r->ours.time / r->lb.time : 0));
   json_object_object_add(

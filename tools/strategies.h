@@ -15,6 +15,9 @@ typedef struct rt_result {
   const char *key;   /* ours, hierarchical, direct, gb_rl, gb_ideal, lower_bound */
   const char *label;
   double time;       /* seconds */
+  /* The same model at the ends of the cluster's ranges (rt_cluster_at_end):
+   * time at the fast end, at the slow end. */
+  double time_low, time_high;
   double bytes_inter, bytes_intra;
   rt_hot hot;        /* the slowest link (rank -1: not a link figure) */
   bool not_applicable; /* the strategy has no such mode (time 0) */

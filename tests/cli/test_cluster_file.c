@@ -143,3 +143,73 @@ Test(cluster, missing_file) {
   cr_expect(strstr(e.msg, "cannot open") != NULL, "%s", e.msg);
   cr_expect_eq(rt_cluster_load("", &c, &e), -1);
 }
+
+/* The ranges of what real syncs pay and the point figures leave out:
+ * p2p_nvlink_fraction and p2p_nic_fraction, a number or [low, high]. */
+Test(cluster, p2p_fraction_ranges) {
+  rt_cluster c, end;
+  rt_err e;
+  cr_assert_eq(rt_cluster_parse(
+                   "{\"gpus_per_domain\": 8, \"nvlink_gbps\": 400, "
+                   "\"nvlink_achieved_gbps\": 300, \"nic_gbps\": 50, "
+                   "\"nic_achieved_gbps\": 40, "
+                   "\"p2p_nvlink_fraction\": [0.5, 1], "
+                   "\"_p2p_nvlink_fraction_source\": \"a citation\", "
+                   "\"p2p_nic_fraction\": 0.75}",
+                   "ranges", &c, &e),
+               0, "%s", e.msg);
+  cr_expect_float_eq(c.p2p_nvl_frac[0], 0.5, 1e-12);
+  cr_expect_float_eq(c.p2p_nvl_frac[1], 1.0, 1e-12);
+  cr_expect_float_eq(c.p2p_nic_frac[0], 0.75, 1e-12, "a number: both ends");
+  cr_expect_float_eq(c.p2p_nic_frac[1], 0.75, 1e-12);
+  cr_expect_float_eq(c.nvl_bw, 300e9, 1, "the point keeps the collective rate");
+  rt_cluster_at_end(&c, RT_END_FAST, &end);
+  cr_expect_float_eq(end.nvl_bw, 300e9, 1);
+  cr_expect_float_eq(end.nic_bw, 30e9, 1);
+  rt_cluster_at_end(&c, RT_END_SLOW, &end);
+  cr_expect_float_eq(end.nvl_bw, 150e9, 1);
+  cr_expect_float_eq(end.nic_bw, 30e9, 1);
+  cr_expect_float_eq(end.coll_nvl_bw, 300e9, 1, "collectives keep theirs");
+
+  /* without the keys: nothing left out, both ends at the point */
+  cr_assert_eq(rt_cluster_parse("{\"gpus_per_domain\": 8, \"nvlink_gbps\": "
+                                "400, \"nic_gbps\": 50}",
+                                "plain", &c, &e),
+               0, "%s", e.msg);
+  cr_expect_float_eq(c.p2p_nvl_frac[0], 1.0, 1e-12);
+  cr_expect_float_eq(c.p2p_nic_frac[1], 1.0, 1e-12);
+
+  /* every preset carries both ranges, below 1 at the low end */
+  for (int i = 0; i < rt_cluster_preset_count(); i++) {
+    cr_assert_eq(rt_cluster_load(rt_cluster_preset_name(i), &c, &e), 0,
+                 "%s", e.msg);
+    cr_expect_lt(c.p2p_nvl_frac[0], 1.0, "%s", c.name);
+    cr_expect_lt(c.p2p_nic_frac[0], 1.0, "%s", c.name);
+    cr_expect_leq(c.p2p_nvl_frac[0], c.p2p_nvl_frac[1], "%s", c.name);
+  }
+}
+
+Test(cluster, bad_p2p_fraction_range_names_the_key) {
+  rt_cluster c;
+  rt_err e;
+  const char *head = "{\"gpus_per_domain\": 8, \"nvlink_gbps\": 400, "
+                     "\"nic_gbps\": 50, ";
+  struct {
+    const char *tail, *needle;
+  } bad[] = {
+      {"\"p2p_nic_fraction\": [0.9, 0.5]}", "low end (0.9) is above its high"},
+      {"\"p2p_nvlink_fraction\": [0.5, 1.5]}", "(0, 1]"},
+      {"\"p2p_nvlink_fraction\": [0.5]}", "[low, high]"},
+      {"\"p2p_nic_fraction\": [0, 0.5]}", "(0, 1]"},
+      {"\"p2p_nic_fraction\": \"0.5\"}", "[low, high]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "%s%s", head, bad[i].tail);
+    cr_expect_eq(rt_cluster_parse(text, "bad", &c, &e), -1, "%s", text);
+    const char *key = strstr(bad[i].tail, "p2p_nic") ? "'p2p_nic_fraction'"
+                                                     : "'p2p_nvlink_fraction'";
+    cr_expect(strstr(e.msg, key) != NULL, "names the key: %s", e.msg);
+    cr_expect(strstr(e.msg, bad[i].needle) != NULL, "says why: %s", e.msg);
+  }
+}

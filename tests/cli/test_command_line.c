@@ -392,3 +392,88 @@ Test(cli, fp8_json_carries_conversion_per_rank) {
     cr_expect(strstr(r.out, x) != NULL, "table lacks '%s'", x);
   done(&r);
 }
+
+/* Every prediction comes with its range: the same model at the ends of the
+ * cluster's point-to-point ranges, bracketing the point figure. */
+static void expect_ranges(const char *args) {
+  run_out r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  json_object *root = json_tokener_parse(r.out), *s = NULL, *v = NULL;
+  cr_assert_not_null(root);
+  cr_assert(json_object_object_get_ex(root, "strategies", &s));
+  size_t n = json_object_array_length(s);
+  cr_assert_geq(n, 6);
+  for (size_t i = 0; i < n; i++) {
+    json_object *x = json_object_array_get_idx(s, i), *t, *lo, *hi;
+    cr_assert(json_object_object_get_ex(x, "time_s", &t));
+    cr_assert(json_object_object_get_ex(x, "time_low", &lo), "time_low");
+    cr_assert(json_object_object_get_ex(x, "time_high", &hi), "time_high");
+    if (!t) {
+      cr_expect_null(lo, "null where the strategy does not apply");
+      cr_expect_null(hi);
+      continue;
+    }
+    double a = json_object_get_double(lo), p = json_object_get_double(t),
+           b = json_object_get_double(hi);
+    const char *key = json_object_get_string(
+        json_object_object_get(x, "key"));
+    cr_expect_leq(a, p * (1 + 1e-12), "%s: low %g <= point %g", key, a, p);
+    cr_expect_leq(p, b * (1 + 1e-12), "%s: point %g <= high %g", key, p, b);
+    if (!strcmp(key, "ours"))
+      cr_expect_gt(b, p * 1.05, "ours: the slow end is slower: %g vs %g", b,
+                   p);
+  }
+  cr_expect(json_object_object_get_ex(root, "speedups_at_ends", &v) && v);
+  cr_expect(json_object_object_get_ex(root, "ranges", &v) && v);
+  json_object_put(root);
+  done(&r);
+}
+
+Test(cli, predictions_carry_their_range) {
+  expect_ranges("plan --model Llama-3.1-8B --train tp=2,pp=2,dp=2 "
+                "--infer tp=4,dp=2 --cluster dgx-h100 --json --quiet");
+  expect_ranges("plan --model Llama-3.1-8B --train tp=1,dp=8,fsdp=1 "
+                "--infer tp=2,dp=4 --cluster dgx-h100 --colocate --json "
+                "--quiet");
+  run_out r = run("plan --model Llama-3.1-8B --train tp=2,pp=2,dp=2 "
+                  "--infer tp=4,dp=2 --cluster dgx-h100 --quiet");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  for (const char *w = "time [s] (range)\0at the ends of the ranges\0"
+                       "p2p_nvlink_fraction\0uncalibrated\0";
+       *w; w += strlen(w) + 1)
+    cr_expect(strstr(r.out, w) != NULL, "table lacks '%s'", w);
+  done(&r);
+
+  /* a cluster file's range reaches the prediction */
+  char path[] = "/tmp/reshard-range-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 400, \"nic_gbps\": 50, "
+        "\"p2p_nvlink_fraction\": [0.25, 1], \"p2p_nic_fraction\": [0.5, 1],"
+        " \"source\": \"test\"}",
+        f);
+  fclose(f);
+  char args[512];
+  snprintf(args, sizeof args,
+           "plan --model Llama-3.1-8B --train tp=2,pp=2,dp=2 --infer tp=4,dp=2 "
+           "--cluster %s --json --quiet",
+           path);
+  expect_ranges(args);
+  unlink(path);
+
+  /* a bad range: an error naming the key */
+  fd = mkstemp(strcpy(path, "/tmp/reshard-range-XXXXXX"));
+  cr_assert(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 400, \"nic_gbps\": 50, "
+        "\"p2p_nvlink_fraction\": [0.9, 0.4]}",
+        f);
+  fclose(f);
+  snprintf(args, sizeof args,
+           "plan --model Llama-3.1-8B --train tp=2 --infer tp=2 --cluster %s",
+           path);
+  expect_failure(args, "'p2p_nvlink_fraction' is a range [low, high] but its "
+                       "low end (0.9) is above its high end (0.4)");
+  unlink(path);
+}
