@@ -17,7 +17,11 @@
  * Both are verified bit-exact against a hash of (tensor, global index), with
  * the destination poisoned before each; times are the slowest rank's.
  *
- * Usage: mpirun -np 8 bench_mpi_refit [layers=2] [repetitions=3] */
+ * With a third argument 1, the reshard also runs under a second plan made
+ * with RS_PARAM_INTEGRITY=1 (every message checksummed), alternating with
+ * the plain one, and the ratio on/off is printed against its 1.15x target.
+ *
+ * Usage: mpirun -np 8 bench_mpi_refit [layers=2] [repetitions=3] [integrity=0] */
 #include <mpi.h> /* before bench_common.h: its MPI helpers need it */
 
 #include "bench_common.h"
@@ -220,9 +224,12 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   int layers = argc > 1 ? atoi(argv[1]) : 2;
   int reps = argc > 2 ? atoi(argv[2]) : 3;
-  if (world != WORLD || layers < 1 || layers > MAX_T / 11 || reps < 1) {
+  int integrity = argc > 3 ? atoi(argv[3]) : 0;
+  if (world != WORLD || layers < 1 || layers > MAX_T / 11 || reps < 1 ||
+      integrity < 0 || integrity > 1) {
     if (me == 0)
-      fprintf(stderr, "usage: mpirun -np %d bench_mpi_refit [layers 1..%d] [reps]\n",
+      fprintf(stderr, "usage: mpirun -np %d bench_mpi_refit [layers 1..%d] [reps] "
+              "[integrity 0|1]\n",
               WORLD, MAX_T / 11);
     MPI_Finalize();
     return 2;
@@ -274,6 +281,23 @@ int main(int argc, char **argv) {
   double *tb = bench_xcalloc((size_t)reps, sizeof *tb);
   poison_and_check(&j, run_reshard, "reshard", ts, reps);
   poison_and_check(&j, run_baseline, "gather-and-broadcast", tb, reps);
+
+  /* Integrity off and on, alternating so that both see the same machine. */
+  double *ti_off = bench_xcalloc((size_t)reps, sizeof *ti_off);
+  double *ti_on = bench_xcalloc((size_t)reps, sizeof *ti_on);
+  if (integrity) {
+    job ji = j;
+    BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_INTEGRITY, 1));
+    BENCH_CHECK(ctx, rs_plan_create(src, dst, &ji.plan));
+    BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_INTEGRITY, 0));
+    if (trainer) BENCH_CHECK(ctx, rs_plan_bind(ji.plan, RS_SIDE_SRC, me, 0, j.src, (size_t)SRC_BYTES));
+    else BENCH_CHECK(ctx, rs_plan_bind(ji.plan, RS_SIDE_DST, me, 0, j.dst, (size_t)DST_BYTES));
+    for (int k = 0; k < reps; k++) {
+      poison_and_check(&j, run_reshard, "reshard, integrity off", &ti_off[k], 1);
+      poison_and_check(&ji, run_reshard, "reshard, integrity on", &ti_on[k], 1);
+    }
+    rs_plan_destroy(ji.plan);
+  }
 
   /* memcpy of the bytes the destination ranks receive, in one process. */
   double tm = 1e30;
@@ -338,7 +362,16 @@ int main(int argc, char **argv) {
     bench_table_row("bytes landed [GB]", m, b, "1.00");
     snprintf(r, sizeof r, "%.2fx", b_min / s_min);
     bench_table_row("speedup over gather-and-broadcast", r, "3.00x (target)", "");
+    if (integrity) {
+      double off = bench_median(ti_off, reps), on = bench_median(ti_on, reps);
+      printf("integrity: reshard x %d alternating, median off %.3f s, on %.3f s "
+             "(min %.3f / %.3f): on/off %.2fx, target <= 1.15x: %s\n",
+             reps, off, on, bench_min(ti_off, reps), bench_min(ti_on, reps),
+             on / off, on <= 1.15 * off ? "PASS" : "FAIL");
+    }
   }
+  free(ti_off);
+  free(ti_on);
   free(ts);
   free(tb);
   rs_plan_destroy(j.plan);
