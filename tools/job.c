@@ -425,7 +425,7 @@ void rt_job_rank_name(const rt_job *job, int rank, char *buf, size_t n) {
     snprintf(buf, n, "-");
     return;
   }
-  char tr[96] = "", in[48] = "";
+  char tr[192] = "", in[48] = "";
   if (rank < job->ntrain) {
     const rt_train *t = &job->train;
     int ss = rt_train_stage_size(t);

@@ -19,8 +19,7 @@ typedef struct worker {
   atomic_int done;
 } worker;
 
-static const char *phases[] = {"building layouts and planning "
-                               "(rs_plan_create)",
+static const char *phases[] = {"building layouts and planning (rs_plan_create)",
                                "modelling our plan",
                                "planning the same sync without conversion",
                                "modelling the reference's algorithms",

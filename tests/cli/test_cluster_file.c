@@ -66,7 +66,7 @@ Test(cluster, good_file) {
   cr_expect_float_eq(c.nic_lat, 8e-6, 1e-12);
   cr_expect_eq(c.nccl_channels, 32);
   cr_expect_float_eq(c.copy_bw, 0.9 * 3350e9 / 2, 1,
-                     "no HBM figure: an H100's, 90% achieved");
+                     "no HBM figure: an H100's, 90%% achieved");
   cr_expect_float_eq(c.convert_bw, 3350e9 / 2, 1,
                      "no conversion figure: half the HBM line rate");
   unlink(path);
