@@ -513,7 +513,6 @@ static rs_status push_relay(planner *p, int rank, const int64_t *off,
   r->round = -1;
   r->box = at;
   r->staging_offset = -1;
-  r->tensor = p->tensor;
   r->dtype = (uint8_t)dtype;
   rsi_box_volume(p->ndim, ext, &r->bytes);
   r->bytes *= (int64_t)rsi_dtype_size(dtype);

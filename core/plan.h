@@ -57,7 +57,6 @@ typedef struct rsi_relay {
   int64_t box; /* plan->boxes: offset[ndim], extent[ndim]; dense in staging */
   int64_t staging_offset;
   int64_t bytes; /* its size: the box's elements of dtype */
-  int32_t tensor;
   uint8_t dtype; /* the rs_dtype it holds */
 } rsi_relay;
 
