@@ -42,6 +42,7 @@
 #include "dtype.h"
 #include "grow.h"
 #include "hash.h"
+#include "radix_sort.h"
 #include "staging.h"
 
 /* ---- scratch ---------------------------------------------------------- */
@@ -71,17 +72,38 @@ typedef struct domain_entry {
 /* Who holds a piece (source group, box) whole in destination memory after
  * which unit: a destination domain that can relay it to the next. */
 typedef struct holder {
-  int64_t shard, unit, next; /* next holder of the same piece, -1 */
+  int64_t shard, unit;
   int32_t rank, depth;
 } holder;
 
+/* A holder in its piece's heap, with its rank's bytes sent across domains
+ * when last looked at. Loads only grow, so a key is never above the
+ * rank's load now: the top, once its key is refreshed and still on top,
+ * is the least loaded holder (heap_refresh). */
+typedef struct heap_entry {
+  int64_t load, holder;
+} heap_entry;
+
+/* A piece and the holders that may still relay it (depth < RELAY_DEPTH),
+ * least loaded first: finding the sender costs O(log holders), not a walk
+ * over every domain that holds the piece (which made planning quadratic
+ * in the number of destination domains). */
 typedef struct piece_slot {
-  int64_t group, box, first; /* box: planner->keys_pool; first holder */
+  int64_t group, box; /* box: planner->keys_pool */
+  heap_entry *heap;
+  int64_t nheap, cap_heap;
 } piece_slot;
 
 typedef struct key_value {
   int64_t v, i;
 } key_value;
+
+/* A source replica in its group's heap (least_loaded_across): its bytes
+ * sent across domains and in all when last looked at, its place h in the
+ * group. */
+typedef struct replica_entry {
+  int64_t inter, sent, h;
+} replica_entry;
 
 /* Domains relay to domains in chains at most this long: deep enough that
  * a source shard needed by many domains is forwarded by them rather than
@@ -104,6 +126,11 @@ typedef struct planner {
   group *sgroups, *dgroups;
   int64_t nsg, ndg;
   rsi_box_tree stree, dtree; /* source groups; destination groups */
+  /* per source key, the heaps of least_loaded_across; per source group,
+   * whether its heap is built (this tensor) */
+  replica_entry *replica_heap;
+  bool *replica_ready;
+  int64_t cap_replica_heap, cap_replica_ready;
   int64_t *key_rank; /* source group -> its place in `order` (dim `key`) */
   int key;
   bool src_disjoint, dst_disjoint;
@@ -171,12 +198,16 @@ static int cmp_int64(const void *x, const void *y) {
 
 /* Bytes one move costs from planning to the end of scheduling: the move
  * and its box in plan->boxes; its scheduling unit (end, after, depth: at
- * most one a move); and, the largest of the scheduler's per-move scratch,
- * the move's sorted copy and its message (at most one a move). */
+ * most one a move); and the larger of the scheduler's scratch per unit
+ * or move (a sort key, the radix sort's copy of it and the unit order;
+ * plan_rounds.c permutes the moves in place) and its message (at most
+ * one a move), which is made once the scratch is freed. */
 static int64_t move_cost(int ndim) {
-  return 2 * (int64_t)sizeof(rsi_move) + 2 * ndim * (int64_t)sizeof(int64_t) +
+  int64_t scratch = 2 * (int64_t)sizeof(rsi_keyed) + (int64_t)sizeof(int64_t);
+  int64_t msg = (int64_t)sizeof(rsi_message);
+  return (int64_t)sizeof(rsi_move) + 2 * ndim * (int64_t)sizeof(int64_t) +
          2 * (int64_t)sizeof(int64_t) + (int64_t)sizeof(int32_t) +
-         (int64_t)sizeof(rsi_message);
+         (scratch > msg ? scratch : msg);
 }
 
 /* A relay slot and its box. */
@@ -430,16 +461,72 @@ static piece_slot *piece_find(planner *p, int64_t gi, const int64_t *off,
   }
 }
 
+static void free_heaps(planner *p) {
+  for (int64_t i = 0; i < p->cap_slots; i++)
+    if (p->slots[i].group >= 0) free(p->slots[i].heap);
+}
+
 static rs_status clear_pieces(planner *p) {
   if (!p->cap_slots) {
     p->slots = malloc(1024 * sizeof *p->slots);
     if (!p->slots) return RSI_NOMEM(p->err);
     p->cap_slots = 1024;
+  } else {
+    free_heaps(p);
   }
   p->nslots = p->nholders = 0;
   p->keys_pool.n = 0;
   for (int64_t i = 0; i < p->cap_slots; i++) p->slots[i].group = -1;
   return RS_OK;
+}
+
+/* Heap order: less load, then a shorter chain, then the newer holder (the
+ * order in which holders were preferred when they were walked newest
+ * first). */
+static bool heap_less(const planner *p, const heap_entry *a,
+                      const heap_entry *b) {
+  if (a->load != b->load) return a->load < b->load;
+  int32_t da = p->holders[a->holder].depth, db = p->holders[b->holder].depth;
+  if (da != db) return da < db;
+  return a->holder > b->holder;
+}
+
+static void heap_swap(heap_entry *h, int64_t i, int64_t j) {
+  heap_entry t = h[i];
+  h[i] = h[j];
+  h[j] = t;
+}
+
+static void holder_sift_up(const planner *p, heap_entry *h, int64_t i) {
+  while (i > 0 && heap_less(p, &h[i], &h[(i - 1) / 2])) {
+    heap_swap(h, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+}
+
+static void holder_sift_down(const planner *p, heap_entry *h, int64_t n,
+                             int64_t i) {
+  for (;;) {
+    int64_t c = 2 * i + 1, best = i;
+    if (c < n && heap_less(p, &h[c], &h[best])) best = c;
+    if (c + 1 < n && heap_less(p, &h[c + 1], &h[best])) best = c + 1;
+    if (best == i) return;
+    heap_swap(h, i, best);
+    i = best;
+  }
+}
+
+/* The least loaded holder of slot s's piece (by send load across domains
+ * now, then depth, then newest), or NULL when none may relay it. */
+static const heap_entry *heap_refresh(const planner *p, piece_slot *s) {
+  while (s->nheap) {
+    heap_entry *top = &s->heap[0];
+    int64_t now = p->send_inter_load[p->holders[top->holder].rank];
+    if (now == top->load) return top;
+    top->load = now;
+    holder_sift_down(p, s->heap, s->nheap, 0);
+  }
+  return NULL;
 }
 
 /* Record that `rank` holds the piece whole in dst shard `shard` once unit
@@ -466,6 +553,7 @@ static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
     }
     free(old);
   }
+  if (depth >= RELAY_DEPTH) return RS_OK; /* relays no further */
   RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
                    sizeof *p->holders, 1024, p->err));
   bool found;
@@ -475,11 +563,15 @@ static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
     if (at < 0 || rsi_pool_push(&p->keys_pool, ext, p->ndim, p->err) < 0)
       return RS_ERR_NO_MEMORY;
     s = piece_find(p, gi, off, ext, &found); /* the pool may have moved */
-    *s = (piece_slot){gi, at, -1};
+    *s = (piece_slot){gi, at, NULL, 0, 0};
     p->nslots++;
   }
-  p->holders[p->nholders] = (holder){shard, unit, s->first, rank, depth};
-  s->first = p->nholders++;
+  RSI_TRY(rsi_grow((void **)&s->heap, &s->cap_heap, s->nheap + 1,
+                   sizeof *s->heap, 4, p->err));
+  int64_t h = p->nholders++;
+  p->holders[h] = (holder){shard, unit, rank, depth};
+  s->heap[s->nheap] = (heap_entry){p->send_inter_load[rank], h};
+  holder_sift_up(p, s->heap, s->nheap++);
   return RS_OK;
 }
 
@@ -522,12 +614,35 @@ static rs_status push_relay(planner *p, int rank, const int64_t *off,
 
 /* ---- replicas and carving ------------------------------------------------ */
 
+/* The replicas of g inside `domain`: p->skeys[*lo .. *hi) (a group's
+ * holders are sorted by domain, then rank: cmp_key), found by bisection,
+ * so that asking costs O(log replicas) however many domains hold g. */
+static void replicas_in(const planner *p, const group *g, int domain,
+                        int64_t *lo, int64_t *hi) {
+  const sort_key *h = p->skeys;
+  int64_t a = g->first, b = g->first + g->n;
+  while (a < b) { /* first holder with domain >= `domain` */
+    int64_t m = a + (b - a) / 2;
+    if (h[m].domain < domain) a = m + 1;
+    else b = m;
+  }
+  *lo = a;
+  b = g->first + g->n;
+  while (a < b) { /* first holder with domain > `domain` */
+    int64_t m = a + (b - a) / 2;
+    if (h[m].domain <= domain) a = m + 1;
+    else b = m;
+  }
+  *hi = a;
+}
+
 /* Rank's holder of source group g (the group's box is in its own source
  * memory), or NULL. */
 static const sort_key *held_by(const planner *p, const group *g, int rank) {
-  const sort_key *h = p->skeys + g->first;
-  for (int64_t i = 0; i < g->n; i++)
-    if (h[i].rank == rank) return &h[i];
+  int64_t lo, hi;
+  replicas_in(p, g, p->plan->domain_of[rank], &lo, &hi);
+  for (int64_t i = lo; i < hi; i++)
+    if (p->skeys[i].rank == rank) return &p->skeys[i];
   return NULL;
 }
 
@@ -535,12 +650,63 @@ static const sort_key *held_by(const planner *p, const group *g, int rank) {
  * or NULL. */
 static const sort_key *least_loaded_inside(const planner *p, const group *g,
                                            int domain) {
-  const sort_key *h = p->skeys + g->first, *best = NULL;
-  for (int64_t i = 0; i < g->n; i++)
-    if (h[i].domain == domain &&
-        (!best || p->send_load[h[i].rank] < p->send_load[best->rank]))
-      best = &h[i];
+  const sort_key *best = NULL;
+  int64_t lo, hi;
+  replicas_in(p, g, domain, &lo, &hi);
+  for (int64_t i = lo; i < hi; i++)
+    if (!best || p->send_load[p->skeys[i].rank] < p->send_load[best->rank])
+      best = &p->skeys[i];
   return best;
+}
+
+/* Whether replica a has sent less across domains than b, then less in
+ * all; then whether it comes first in its group. */
+static bool replica_less(const replica_entry *a, const replica_entry *b) {
+  if (a->inter != b->inter) return a->inter < b->inter;
+  if (a->sent != b->sent) return a->sent < b->sent;
+  return a->h < b->h;
+}
+
+static void replica_sift_down(replica_entry *v, int64_t n, int64_t i) {
+  for (;;) {
+    int64_t c = 2 * i + 1, best = i;
+    if (c < n && replica_less(&v[c], &v[best])) best = c;
+    if (c + 1 < n && replica_less(&v[c + 1], &v[best])) best = c + 1;
+    if (best == i) return;
+    replica_entry t = v[i];
+    v[i] = v[best];
+    v[best] = t;
+    i = best;
+  }
+}
+
+/* The replica of g that has sent the fewest bytes across domains so far
+ * (then in all; then the first). Each group keeps its replicas in a heap
+ * (built at the first question, per tensor) whose keys may be stale:
+ * loads only grow, so a refreshed top still on top is the least loaded.
+ * A walk over every replica per piece and domain made planning quadratic
+ * when thousands of trainer ranks hold a tensor. */
+static const sort_key *least_loaded_across(planner *p, const group *g) {
+  int64_t gi = g - p->sgroups;
+  replica_entry *v = p->replica_heap + g->first;
+  if (!p->replica_ready[gi]) {
+    for (int64_t i = 0; i < g->n; i++) {
+      int r = p->skeys[g->first + i].rank;
+      v[i] = (replica_entry){p->send_inter_load[r], p->send_load[r], i};
+    }
+    for (int64_t i = g->n / 2 - 1; i >= 0; i--)
+      replica_sift_down(v, g->n, i);
+    p->replica_ready[gi] = true;
+  }
+  for (;;) {
+    int r = p->skeys[g->first + v[0].h].rank;
+    int64_t inter = p->send_inter_load[r], sent = p->send_load[r];
+    if (inter == v[0].inter && sent == v[0].sent)
+      return &p->skeys[g->first + v[0].h];
+    v[0].inter = inter;
+    v[0].sent = sent;
+    replica_sift_down(v, g->n, 0);
+  }
 }
 
 typedef rs_status (*carve_fn)(planner *p, const group *g, const int64_t *off,
@@ -704,9 +870,9 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
                                 int domain, int64_t nnear) {
   int nd = p->ndim;
   int64_t gi = g - p->sgroups, so[RSI_MAX_DIMS], se[RSI_MAX_DIMS];
-  int64_t nfar = 0, replicas = 0;
-  for (int64_t h = 0; h < g->n; h++)
-    replicas += p->skeys[g->first + h].domain == domain;
+  int64_t nfar = 0, lo, hi;
+  replicas_in(p, g, domain, &lo, &hi);
+  int64_t replicas = hi - lo;
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
     if (!rsi_box_intersect(nd, off, ext, n->off, n->ext, so, se)) continue;
@@ -770,39 +936,29 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
  * needers of one domain (their boxes meet the piece). */
 static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                          const group *g, int domain, int64_t nneed) {
-  const sort_key *holders = p->skeys + g->first;
   int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
   int64_t nnear = near_needers(p, off, ext, nneed);
 
   /* A replica inside the domain: no crossing at all. */
-  for (int64_t h = 0; h < g->n; h++)
-    if (holders[h].domain == domain)
-      return deliver_inside(p, off, ext, g, domain, nnear);
+  int64_t lo, hi;
+  replicas_in(p, g, domain, &lo, &hi);
+  if (lo < hi) return deliver_inside(p, off, ext, g, domain, nnear);
 
   /* Cross once: the least loaded across domains of the source replicas and
    * of the earlier domains holding the piece whole sends. */
-  const sort_key *src = &holders[0];
-  for (int64_t h = 1; h < g->n; h++) {
-    int64_t a = p->send_inter_load[holders[h].rank];
-    int64_t b = p->send_inter_load[src->rank];
-    if (a < b || (a == b && p->send_load[holders[h].rank] < p->send_load[src->rank]))
-      src = &holders[h];
-  }
+  const sort_key *src = least_loaded_across(p, g);
   int src_kind = RSI_EP_SRC, src_rank = src->rank;
   int64_t src_index = src->index;
   bool known;
   piece_slot *slot = piece_find(p, g - p->sgroups, off, ext, &known);
-  for (int64_t h = known ? slot->first : -1; h >= 0; h = p->holders[h].next) {
-    const holder *ho = &p->holders[h];
-    if (ho->depth >= RELAY_DEPTH) continue;
-    int64_t a = p->send_inter_load[ho->rank], b = p->send_inter_load[src_rank];
-    if (a < b || (a == b && src_kind == RSI_EP_DST && ho->depth < p->depth - 1)) {
-      src_kind = RSI_EP_DST;
-      src_index = ho->shard;
-      src_rank = ho->rank;
-      p->after = ho->unit;
-      p->depth = ho->depth + 1;
-    }
+  const heap_entry *best = known ? heap_refresh(p, slot) : NULL;
+  if (best && best->load < p->send_inter_load[src_rank]) {
+    const holder *ho = &p->holders[best->holder];
+    src_kind = RSI_EP_DST;
+    src_index = ho->shard;
+    src_rank = ho->rank;
+    p->after = ho->unit;
+    p->depth = ho->depth + 1;
   }
   int32_t depth = p->depth;
 
@@ -1110,12 +1266,11 @@ static void rank_by_locality(planner *p, int domain, int64_t nneed,
     p->rank_mark[p->needers[i].rank] = p->mark;
   for (int64_t c = 0; c < n; c++) {
     const group *g = &p->sgroups[p->cands[c]];
-    const sort_key *h = p->skeys + g->first;
-    int64_t level = 2;
-    for (int64_t k = 0; k < g->n && level > 0; k++) {
-      if (p->rank_mark[h[k].rank] == p->mark) level = 0;
-      else if (h[k].domain == domain) level = 1;
-    }
+    int64_t lo, hi; /* the needers are all in the domain */
+    replicas_in(p, g, domain, &lo, &hi);
+    int64_t level = lo < hi ? 1 : 2;
+    for (int64_t k = lo; k < hi && level > 0; k++)
+      if (p->rank_mark[p->skeys[k].rank] == p->mark) level = 0;
     p->ranked[c] = (key_value){level * n + c, p->cands[c]};
   }
   qsort(p->ranked, (size_t)n, sizeof *p->ranked, cmp_key_value);
@@ -1521,6 +1676,11 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
 
   RSI_TRY(groups_disjoint(p, &p->dtree, p->dgroups, p->ndg, &p->dst_disjoint));
   RSI_TRY(index_sources(p, order));
+  RSI_TRY(rsi_grow((void **)&p->replica_heap, &p->cap_replica_heap, ns,
+                   sizeof *p->replica_heap, 64, p->err));
+  RSI_TRY(rsi_grow((void **)&p->replica_ready, &p->cap_replica_ready, p->nsg,
+                   sizeof *p->replica_ready, 64, p->err));
+  memset(p->replica_ready, 0, (size_t)p->nsg * sizeof *p->replica_ready);
 
   /* Entries: each group's holders, split by domain. */
   p->nentries = 0;
@@ -1751,6 +1911,7 @@ static void planner_free(planner *p) {
   free(p->unit_end);
   free(p->unit_after);
   free(p->unit_depth);
+  if (p->slots) free_heaps(p);
   free(p->slots);
   free(p->holders);
   rsi_pool_free(&p->keys_pool);
@@ -1765,6 +1926,8 @@ static void planner_free(planner *p) {
   free(p->rank_mark);
   free(p->scale_ids);
   free(p->key_rank);
+  free(p->replica_heap);
+  free(p->replica_ready);
 }
 
 /* The buffers some move reads or writes: only those must be bound (a

@@ -15,17 +15,11 @@
 
 #include "box.h"
 #include "plan.h"
+#include "radix_sort.h"
 #include "staging.h"
 
-typedef struct move_key {
-  uint64_t hi, lo;
-} move_key;
-
-static int cmp_move_key(const void *x, const void *y) {
-  const move_key *a = x, *b = y;
-  if (a->hi != b->hi) return a->hi < b->hi ? -1 : 1;
-  return (a->lo > b->lo) - (a->lo < b->lo);
-}
+/* How many units ahead assign_rounds asks for the moves it will read. */
+#define PREFETCH 16
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -88,47 +82,43 @@ static int32_t first_fit(const rank_round *rr, const int32_t *touched, int nt,
   return hi; /* a round none of them is in yet */
 }
 
-typedef struct unit_key {
-  int64_t wave;
-  int32_t depth, sender;
-  int64_t unit;
-} unit_key;
-
-static int cmp_unit_key(const void *x, const void *y) {
-  const unit_key *a = x, *b = y;
-  if (a->wave != b->wave) return a->wave < b->wave ? -1 : 1;
-  if (a->depth != b->depth) return a->depth < b->depth ? -1 : 1;
-  if (a->sender != b->sender) return a->sender < b->sender ? -1 : 1;
-  return (a->unit > b->unit) - (a->unit < b->unit);
-}
-
 /* The order units are scheduled in: by wave, relay depth, sender, plan
  * order. A relaying unit is in no earlier wave than the unit it follows,
- * and deeper, so it is placed after it. */
-static unit_key *wave_order(const rs_plan *plan, const int64_t *unit_end,
+ * and deeper, so it is placed after it. *out: the units in that order. */
+static rs_status wave_order(const rs_plan *plan, const int64_t *unit_end,
                             const int64_t *unit_after,
-                            const int32_t *unit_depth, int64_t nunits) {
-  unit_key *keys = malloc((size_t)(nunits ? nunits : 1) * sizeof *keys);
+                            const int32_t *unit_depth, int64_t nunits,
+                            int64_t **out, rsi_err *err) {
+  rsi_keyed *keys = malloc((size_t)(nunits ? nunits : 1) * sizeof *keys);
   int64_t *sent = calloc((size_t)plan->world_size, sizeof *sent);
-  if (!keys || !sent) {
-    free(keys);
-    free(sent);
-    return NULL;
-  }
-  for (int64_t u = 0; u < nunits; u++) {
+  int64_t *order = malloc((size_t)(nunits ? nunits : 1) * sizeof *order);
+  rs_status st = keys && sent && order ? RS_OK : RSI_NOMEM(err);
+  for (int64_t u = 0; st == RS_OK && u < nunits; u++) {
     int64_t begin = u ? unit_end[u - 1] : 0;
     const rsi_move *first = &plan->moves[begin];
     int64_t bytes = 0;
     for (int64_t i = begin; i < unit_end[u]; i++) bytes += plan->moves[i].bytes;
-    int64_t wave = sent[first->src_rank] / plan->round_capacity;
-    if (unit_after[u] >= 0 && keys[unit_after[u]].wave > wave)
-      wave = keys[unit_after[u]].wave;
-    keys[u] = (unit_key){wave, unit_depth[u], first->src_rank, u};
+    uint64_t wave = (uint64_t)(sent[first->src_rank] / plan->round_capacity);
+    if (unit_after[u] >= 0 && keys[unit_after[u]].hi > wave)
+      wave = keys[unit_after[u]].hi;
+    /* plan order breaks ties: the sort is stable */
+    keys[u] = (rsi_keyed){wave,
+                          (uint64_t)(uint32_t)unit_depth[u] << 32 |
+                              (uint32_t)first->src_rank,
+                          (uint64_t)u};
     sent[first->src_rank] += bytes;
   }
-  qsort(keys, (size_t)nunits, sizeof *keys, cmp_unit_key);
+  if (st == RS_OK) st = rsi_radix_sort(keys, nunits, err);
+  for (int64_t k = 0; st == RS_OK && k < nunits; k++)
+    order[k] = (int64_t)keys[k].value;
+  free(keys);
   free(sent);
-  return keys;
+  if (st != RS_OK) {
+    free(order);
+    return st;
+  }
+  *out = order;
+  return RS_OK;
 }
 
 static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
@@ -136,13 +126,15 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
                                const int32_t *unit_depth, int64_t nunits,
                                rsi_err *err) {
   int W = plan->world_size;
+  int64_t *order = NULL;
+  RSI_TRY(wave_order(plan, unit_end, unit_after, unit_depth, nunits, &order,
+                     err));
   rank_round *rr = calloc((size_t)W, sizeof *rr);
   int32_t *touched = malloc((size_t)W * sizeof *touched);
-  unit_key *order = wave_order(plan, unit_end, unit_after, unit_depth, nunits);
   int32_t *unit_round = malloc((size_t)(nunits ? nunits : 1) * sizeof *unit_round);
   plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
   plan->stats = calloc((size_t)W, sizeof *plan->stats);
-  if (!rr || !touched || !order || !unit_round || !plan->relay_bytes ||
+  if (!rr || !touched || !unit_round || !plan->relay_bytes ||
       !plan->stats) {
     free(rr);
     free(touched);
@@ -153,8 +145,12 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
   int64_t cap = plan->round_capacity;
   int32_t last_round = -1;
   for (int64_t k = 0; k < nunits; k++) {
-    int64_t u = order[k].unit;
+    int64_t u = order[k];
     int64_t begin = u ? unit_end[u - 1] : 0, end = unit_end[u];
+    if (k + PREFETCH < nunits) { /* units come in wave order, not memory's */
+      int64_t v = order[k + PREFETCH];
+      __builtin_prefetch(&plan->moves[v ? unit_end[v - 1] : 0], 1);
+    }
     int nt = 0;
     for (int64_t i = begin; i < end; i++) {
       const rsi_move *m = &plan->moves[i];
@@ -206,26 +202,46 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
  * runs into messages. */
 static rs_status make_messages(rs_plan *plan, rsi_err *err) {
   int64_t n = plan->nmoves;
-  move_key *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
-  rsi_move *sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
-  if (!keys || !sorted) {
-    free(keys);
-    free(sorted);
-    return RSI_NOMEM(err);
-  }
+  rsi_keyed *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
+  if (!keys) return RSI_NOMEM(err);
   for (int64_t i = 0; i < n; i++) {
     const rsi_move *m = &plan->moves[i];
-    keys[i].hi = (uint64_t)m->round << 33 | (uint64_t)m->stage << 32 |
-                 (uint64_t)m->src_rank;
-    keys[i].lo = (uint64_t)m->dst_rank << 40 | (uint64_t)i;
+    keys[i] = (rsi_keyed){(uint64_t)(uint32_t)m->round << 1 | m->stage,
+                          (uint64_t)(uint32_t)m->src_rank << 32 |
+                              (uint32_t)m->dst_rank,
+                          (uint64_t)i}; /* plan order: the sort is stable */
   }
-  qsort(keys, (size_t)n, sizeof *keys, cmp_move_key);
-  for (int64_t i = 0; i < n; i++)
-    sorted[i] = plan->moves[keys[i].lo & (((uint64_t)1 << 40) - 1)];
+  rs_status st = rsi_radix_sort(keys, n, err);
+  if (st != RS_OK) {
+    free(keys);
+    return st;
+  }
+  /* Place move keys[i].value at i, in place, cycle by cycle (a second
+   * array of moves would be the largest allocation of the plan): a key
+   * whose value is its own place is done. */
+  for (int64_t i = 0; i < n; i++) {
+    if (keys[i].value == (uint64_t)i) continue;
+    rsi_move first = plan->moves[i];
+    int64_t j = i;
+    for (;;) {
+      int64_t from = (int64_t)keys[j].value;
+      keys[j].value = (uint64_t)j;
+      if (from == i) {
+        plan->moves[j] = first;
+        break;
+      }
+      plan->moves[j] = plan->moves[from];
+      j = from;
+    }
+  }
   free(keys);
-  free(plan->moves);
-  plan->moves = sorted;
-  plan->cap_moves = n;
+  if (n && n < plan->cap_moves) { /* give the doubling's slack back */
+    rsi_move *fit = realloc(plan->moves, (size_t)n * sizeof *fit);
+    if (fit) {
+      plan->moves = fit;
+      plan->cap_moves = n;
+    }
+  }
 
   int64_t nmsgs = 0;
   for (int64_t i = 0; i < n; i++) {

@@ -1,0 +1,22 @@
+/* Sorting many records by a two-word key in linear time: the planner's
+ * schedule sorts every unit and every move of a plan (tens of millions at
+ * thousands of ranks), where a comparison sort was a fifth of the time. */
+#ifndef RS_CORE_RADIX_SORT_H
+#define RS_CORE_RADIX_SORT_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+/* A record: its key (hi, then lo) and what it stands for. */
+typedef struct rsi_keyed {
+  uint64_t hi, lo, value;
+} rsi_keyed;
+
+/* Sort v[0..n) by (hi, lo), stably (equal keys keep their order), by
+ * least-significant-digit radix passes over the key bytes that differ
+ * between records only. Needs n records of scratch: RS_ERR_NO_MEMORY
+ * (in err) leaves v as it was. */
+rs_status rsi_radix_sort(rsi_keyed *v, int64_t n, rsi_err *err);
+
+#endif
