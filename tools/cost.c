@@ -147,3 +147,16 @@ double rt_load_time(const rt_load *l, const rt_cluster *c, rt_hot *hot) {
   if (hot) *hot = h;
   return worst;
 }
+
+void rt_load_time_ends(const rt_load *l, const rt_load *extra,
+                       const rt_cluster *c, double *low, double *high) {
+  double t[2];
+  for (int end = 0; end < 2; end++) {
+    rt_cluster at;
+    rt_cluster_at_end(c, end, &at);
+    t[end] = rt_load_time(l, &at, NULL) +
+             (extra ? rt_load_time(extra, &at, NULL) : 0);
+  }
+  *low = t[RT_END_FAST];
+  *high = t[RT_END_SLOW];
+}

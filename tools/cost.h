@@ -69,5 +69,11 @@ typedef struct rt_hot {
 double rt_convert_time(const rt_cluster *c, double bytes);
 /* The time of the slowest rank: its slowest link plus its conversion. */
 double rt_load_time(const rt_load *l, const rt_cluster *c, rt_hot *hot);
+/* rt_load_time of l + extra (NULL: none) with the cluster at the ends of
+ * its ranges (rt_cluster_at_end): into *low (fast end) and *high. The
+ * loads do not depend on the rates, so the ends cost no second walk over
+ * a plan. */
+void rt_load_time_ends(const rt_load *l, const rt_load *extra,
+                       const rt_cluster *c, double *low, double *high);
 
 #endif

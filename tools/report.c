@@ -82,33 +82,15 @@ static void read_conversion(const rt_job *job, const rs_plan *plan,
 
 /* ---- the ends of the ranges ------------------------------------------------
  * Every prediction is the one model evaluated again with the cluster at
- * the ends of its ranges (rt_cluster_at_end): a view of the job sharing
+ * the ends of its ranges (rt_cluster_at_end). Strategies whose time is a
+ * function of link loads (ours, the reference's) compute their ends from
+ * the loads they built once (rt_load_time_ends); gather-and-broadcast and
+ * the lower bound are evaluated again on a view of the job sharing
  * everything but its cluster. */
 
 static void job_at_end(const rt_job *job, int end, rt_job *view) {
   *view = *job;
   rt_cluster_at_end(&job->cluster, end, &view->cluster);
-}
-
-/* Our plan's time at both ends into res->time_low, time_high. */
-static int ours_at_ends(const rt_job *job, const rs_plan *plan,
-                        rt_result *res, rt_err *e) {
-  double t[2];
-  for (int end = 0; end < 2; end++) {
-    rt_job view;
-    job_at_end(job, end, &view);
-    rt_load l;
-    rt_load_init(&l, job->world);
-    rt_result x;
-    double msgs = 0;
-    int rc = rt_strategy_ours(&view, plan, &l, NULL, &x, &msgs, NULL, e);
-    rt_load_free(&l);
-    if (rc) return rc;
-    t[end] = x.time;
-  }
-  res->time_low = t[RT_END_FAST];
-  res->time_high = t[RT_END_SLOW];
-  return 0;
 }
 
 /* The other strategies, on one job: the reference's two, gather-and-
@@ -120,13 +102,15 @@ typedef struct baselines {
 
 static void model_baselines(const rt_job *job, const rt_options *opt,
                             bool converts, baselines *b, atomic_int *phase) {
-  rt_load l;
-  rt_load_init(&l, job->world);
-  rt_strategy_reference(job, true, &l, &b->hier, &b->hier_stats);
-  rt_load_clear(&l);
-  rt_strategy_reference(job, false, &l, &b->direct, &b->direct_stats);
-  rt_load_free(&l);
-  if (phase) atomic_store(phase, 4);
+  if (phase) { /* the point: the reference's too (its ends come along) */
+    rt_load l;
+    rt_load_init(&l, job->world);
+    rt_strategy_reference(job, true, &l, &b->hier, &b->hier_stats);
+    rt_load_clear(&l);
+    rt_strategy_reference(job, false, &l, &b->direct, &b->direct_stats);
+    rt_load_free(&l);
+    atomic_store(phase, 4);
+  }
   rt_strategy_gather_bcast(job, opt->bucket_bytes, &b->gb_rl, &b->gb_ideal);
   if (converts)
     rt_strategy_gather_convert_bcast(job, opt->bucket_bytes, &b->gb_convert);
@@ -153,8 +137,7 @@ static int plan_without_conversion(const rt_job *job, rt_report *r,
     r->plain_bytes_local = l.local;
     r->plain_bytes_intra = l.intra;
     r->plain_bytes_inter = l.inter;
-    if (rc == 0) rc = ours_at_ends(&plain, plan, &r->ours_plain, e);
-    rt_load_free(&l);
+      rt_load_free(&l);
     rs_plan_destroy(plan);
     rs_context_destroy(ctx);
   }
@@ -199,7 +182,6 @@ static int run(worker *w) {
                            sizeof *r->matrix);
   int rc = rt_strategy_ours(job, plan, &r->ours_load, r->matrix, &r->ours,
                             &r->messages, NULL, e);
-  if (rc == 0) rc = ours_at_ends(job, plan, &r->ours, e);
   rs_plan_destroy(plan);
   rs_context_destroy(ctx);
   if (rc) return -1;
@@ -215,13 +197,15 @@ static int run(worker *w) {
     job_at_end(job, end, &view);
     model_baselines(&view, &r->opt, r->converts, &b[1 + end], NULL);
   }
-  rt_result *dst[] = {&r->hier,  &r->direct,     &r->gb_rl,
-                      &r->gb_ideal, &r->gb_convert, &r->lb};
+  /* the reference's rows are whole from the point; the others take their
+   * ends from the views */
+  r->hier = b[0].hier;
+  r->direct = b[0].direct;
+  rt_result *dst[] = {&r->gb_rl, &r->gb_ideal, &r->gb_convert, &r->lb};
   for (int k = 0; k < 3; k++) {
-    const rt_result *src[] = {&b[k].hier,     &b[k].direct,
-                              &b[k].gb_rl,    &b[k].gb_ideal,
-                              &b[k].gb_convert, &b[k].lb};
-    for (int i = 0; i < 6; i++) {
+    const rt_result *src[] = {&b[k].gb_rl, &b[k].gb_ideal, &b[k].gb_convert,
+                              &b[k].lb};
+    for (int i = 0; i < 4; i++) {
       if (k == 0) *dst[i] = *src[i];
       else if (k == 1 + RT_END_FAST) dst[i]->time_low = src[i]->time;
       else dst[i]->time_high = src[i]->time;

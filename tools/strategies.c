@@ -169,6 +169,8 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
   free(esize);
   free(ndim);
   res->time = rt_load_time(load, &job->cluster, &res->hot);
+  rt_load_time_ends(load, NULL, &job->cluster, &res->time_low,
+                    &res->time_high);
   res->bytes_inter = load->inter;
   res->bytes_intra = load->intra;
   if (messages) *messages = (double)nmsg;
@@ -597,6 +599,8 @@ void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
   st.pregather_time = rt_load_time(&pre, &job->cluster, &prehot);
   double main_time = rt_load_time(load, &job->cluster, &res->hot);
   res->time = st.pregather_time + main_time;
+  rt_load_time_ends(load, &pre, &job->cluster, &res->time_low,
+                    &res->time_high);
   st.phased_time += st.pregather_time;
   res->bytes_inter = load->inter + pre.inter;
   res->bytes_intra = load->intra + pre.intra;
