@@ -10,6 +10,11 @@
  * declaration order, so the destination holds vLLM's fused qkv_proj and
  * gate_up_proj (per TP rank: q rows then k then v; gate then up).
  *
+ * In process every piece is one strided copy from the source shard into
+ * the destination shard (the local transport's direct messages: no
+ * staging), so the target is 0.85 x a single-threaded memcpy of the same
+ * bytes.
+ *
  * Every source element holds a hash of (tensor, global index); the
  * destination is checked bit-exact against the same hash after the warm-up
  * execution and again after the timed ones (the destination is poisoned in
@@ -424,8 +429,8 @@ int main(int argc, char **argv) {
   snprintf(c, sizeof c, "%.2f", rate / rate_mn);
   bench_table_row("execute best [GB/s] vs memcpy nT", a, b, c);
   snprintf(a, sizeof a, "%.2f", rate / rate_m1);
-  snprintf(c, sizeof c, "%.2f", (rate / rate_m1) / 0.5);
-  bench_table_row("ratio to memcpy 1T", a, "0.50 (target)", c);
+  snprintf(c, sizeof c, "%.2f", (rate / rate_m1) / 0.85);
+  bench_table_row("ratio to memcpy 1T", a, "0.85 (target)", c);
   snprintf(a, sizeof a, "%.3f", (double)moved / BENCH_GIB);
   snprintf(b, sizeof b, "%.3f (dst)", (double)dst_all / BENCH_GIB);
   snprintf(c, sizeof c, "%.3f", (double)moved / (double)dst_all);

@@ -95,6 +95,8 @@ void rsi_driver_destroy(rsi_driver *d, rs_context *ctx) {
     rsi_rank_steps_free(&p->s);
     free(p->arrivals[0]);
     free(p->arrivals[1]);
+    free(p->direct[0]);
+    free(p->direct[1]);
   }
   free(d->parts);
   free(d->batch);
@@ -112,6 +114,7 @@ void rsi_driver_begin(rsi_driver *d) {
     rsi_part *p = &d->parts[k];
     p->next = p->oldest = 0;
     p->narrivals[0] = p->narrivals[1] = 0;
+    p->ndirect[0] = p->ndirect[1] = 0;
     p->since = rsi_now_ms();
   }
 }
@@ -209,15 +212,11 @@ static rsi_copy_blocks blocks_of(const rs_plan *plan, int32_t v,
       .ue8m0 = cv->ue8m0};
 }
 
-/* A new copy in the batch, of the whole box of move m, from dtype `from`
- * to `to`; `scales`: it computes the block scales of m's box. */
-static rs_status add_copy(rsi_driver *d, const where *w, const rsi_move *m,
-                          rs_dtype from, rs_dtype to, bool scales,
-                          rsi_copy **out, rsi_err *err) {
-  RSI_TRY(rsi_grow((void **)&d->batch, &d->cap_batch, d->nbatch + 1,
-                   sizeof *d->batch, 64, err));
-  rsi_copy *c = &d->batch[d->nbatch++];
-  const rs_plan *plan = w->plan;
+/* *c: a copy of the whole box of move m, from dtype `from` to `to`;
+ * `scales`: it computes the block scales of m's box. Its memory (src, dst
+ * and their strides) is left for the caller. */
+static void fill_copy(rsi_copy *c, const rs_plan *plan, const rsi_move *m,
+                      rs_dtype from, rs_dtype to, bool scales) {
   int nd = plan->tensors[m->tensor].ndim;
   const int64_t *off = rsi_move_offset(plan, m);
   *c = (rsi_copy){.ndim = nd,
@@ -238,6 +237,16 @@ static rs_status add_copy(rsi_driver *d, const where *w, const rsi_move *m,
   memcpy(c->extent, rsi_move_extent(plan, m), (size_t)nd * sizeof *c->extent);
   c->lo = 0;
   rsi_box_volume(nd, c->extent, &c->hi);
+}
+
+/* A new copy in the batch (fill_copy's). */
+static rs_status add_copy(rsi_driver *d, const where *w, const rsi_move *m,
+                          rs_dtype from, rs_dtype to, bool scales,
+                          rsi_copy **out, rsi_err *err) {
+  RSI_TRY(rsi_grow((void **)&d->batch, &d->cap_batch, d->nbatch + 1,
+                   sizeof *d->batch, 64, err));
+  rsi_copy *c = &d->batch[d->nbatch++];
+  fill_copy(c, w->plan, m, from, to, scales);
   *out = c;
   return RS_OK;
 }
@@ -291,6 +300,49 @@ static rs_status local_copy(rsi_driver *d, const where *w, const rsi_move *m,
   c->src = endpoint(w, m, true, c->src_strides);
   c->dst = endpoint(w, m, false, c->dst_strides);
   return RS_OK;
+}
+
+/* Whether move m, between two ranks, can be one copy from the sender's
+ * memory into the receiver's: it converts at one end at most (the sender
+ * from src to wire dtype, computing scales where it does, or the receiver
+ * from wire to dst dtype), so that one copy from src to dst dtype does
+ * what packing and unpacking would. The planner makes every move so; a
+ * move that converts twice would keep to staging. */
+static bool composes(const rsi_move *m) {
+  move_types ty = types_of(m);
+  bool at_src = ty.src != ty.wire || m->computes_scales;
+  bool at_dst = ty.wire != ty.dst;
+  return !(at_src && at_dst);
+}
+
+/* Whether segment g, between two ranks, goes direct: on a transport whose
+ * ranks share this address space (send_direct, transport.h), moved by one
+ * strided copy a move from the sender's memory into the receiver's, with
+ * no staging at either end. Both ends decide from the same plan and
+ * transport, so they agree. */
+static bool goes_direct(const rs_plan *plan, const rsi_segment *g) {
+  const rsi_transport *tp = plan->ctx->transport;
+  if (!tp->ops->send_direct || !tp->ops->recv_direct) return false;
+  for (int64_t j = g->first; j < g->first + g->n; j++)
+    if (!composes(&plan->moves[j])) return false;
+  return true;
+}
+
+/* The copies of direct segment g as one end posts them (src: the
+ * sender's), at c[0..g->n): each move's whole box from src to dst dtype,
+ * as local_copy's, with that end's memory set; the transport joins the
+ * two ends' at the match. */
+static void direct_copies(const where *w, const rsi_segment *g, bool src,
+                          rsi_copy *c) {
+  for (int64_t j = 0; j < g->n; j++) {
+    const rsi_move *m = &w->plan->moves[g->first + j];
+    move_types ty = types_of(m);
+    fill_copy(&c[j], w->plan, m, ty.src, ty.dst, m->computes_scales);
+    if (src)
+      c[j].src = endpoint(w, m, true, c[j].src_strides);
+    else
+      c[j].dst = endpoint(w, m, false, c[j].dst_strides);
+  }
 }
 
 /* Whether segment g travels straight from the sender's memory (src) or
@@ -351,27 +403,59 @@ static where where_of(const rs_plan *plan, const rsi_part *p, int64_t i) {
                                                : half_of(p, i - 1)};
 }
 
-/* Make room for the arrivals of step i before anything is posted: the
- * transport may write their views later, so they must not move. */
-static rs_status reserve_arrivals(const rs_plan *plan, rsi_part *p, int64_t i,
-                                  rsi_err *err) {
+/* Make room for the arrivals and the direct copies of step i before
+ * anything is posted: the transport may write the arrivals' views later
+ * and reads the copies at the match, so neither may move. Half i % 2's
+ * were step i - 2's, which has ended: the transport holds none of them. */
+static rs_status reserve(const rs_plan *plan, rsi_part *p, int64_t i,
+                         rsi_err *err) {
   const rsi_step *s = &p->s.steps[i];
-  int h = (int)(i % 2);
-  int64_t n = 0;
+  int h = (int)(i % 2), me = p->s.rank;
+  int64_t n = 0, copies = 0;
   for (int64_t k = s->first; k < s->first + s->n; k++) {
     const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
-    if (msg->dst_rank != p->s.rank || msg->src_rank == p->s.rank) continue;
+    if (msg->src_rank == msg->dst_rank) continue;
     for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
       rsi_segment g = rsi_segment_at(plan, msg, j);
-      n++;
+      n += msg->dst_rank == me;
+      if (goes_direct(plan, &g)) copies += g.n;
       j += g.n;
     }
   }
-  p->narrivals[h] = 0;
-  return rsi_grow((void **)&p->arrivals[h], &p->cap_arrivals[h], n,
-                  sizeof *p->arrivals[h], 16, err);
+  p->narrivals[h] = p->ndirect[h] = 0;
+  RSI_TRY(rsi_grow((void **)&p->arrivals[h], &p->cap_arrivals[h], n,
+                   sizeof *p->arrivals[h], 16, err));
+  return rsi_grow((void **)&p->direct[h], &p->cap_direct[h], copies,
+                  sizeof *p->direct[h], 16, err);
 }
 
+/* Post direct segment g of a message between me and `peer` (src: me
+ * sends), its copies taken from half h's. */
+static rs_status post_direct(rs_plan *plan, rsi_part *p, int h,
+                             const where *w, const rsi_segment *g, bool src,
+                             int peer, uint64_t tag, rsi_err *err) {
+  rsi_transport *tp = plan->ctx->transport;
+  rsi_copy *c = &p->direct[h][p->ndirect[h]];
+  p->ndirect[h] += g->n;
+  direct_copies(w, g, src, c);
+  if (src)
+    return tp->ops->send_direct(tp, h, p->s.rank, peer, tag, c, g->n, err);
+  return tp->ops->recv_direct(tp, h, p->s.rank, peer, tag, c, g->n, err);
+}
+
+/* Step i begins. Receives first, then the batch that packs the sends and
+ * copies the moves inside the rank, then the sends. A direct segment
+ * (goes_direct) is posted as its copies and may be copied as soon as both
+ * ends posted it: at its receive, into the receiver's destination shard or
+ * relay slot, or at its send, from the sender's source shard, relay slot
+ * or destination shard. Neither end's step ends before (the transport
+ * completes both at the match), and that is safe, as between processes:
+ * a relay slot it fills in this step's half is read by the next step
+ * (stage 1), which begins only once this one ended; a relay slot it reads
+ * in the previous step's half is not reused before this step ended
+ * (may_begin: the step after a step that reads relay slots waits); the
+ * destination memory a step reads (reads_dst) arrived in earlier rounds,
+ * all ended before it began, and no later round writes it again. */
 static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
                             int64_t i, void *queue, rsi_err *err) {
   const rsi_step *s = &p->s.steps[i];
@@ -381,7 +465,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
   where w = where_of(plan, p, i);
   char *seg = half_of(p, i) + s->relay_bytes;
   int64_t at = 0;
-  RSI_TRY(reserve_arrivals(plan, p, i, err));
+  RSI_TRY(reserve(plan, p, i, err));
   for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
     const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
     if (msg->dst_rank != me || msg->src_rank == me) continue;
@@ -389,7 +473,14 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       rsi_segment g = rsi_segment_at(plan, msg, j);
       rsi_arrival *a = &p->arrivals[h][p->narrivals[h]++];
       *a = (rsi_arrival){g, NULL, false};
-      bool straight;
+      bool straight = false;
+      if (goes_direct(plan, &g)) {
+        a->in_place = true;
+        RSI_TRY(post_direct(plan, p, h, &w, &g, false, msg->src_rank, tag,
+                            err));
+        j += g.n;
+        continue;
+      }
       RSI_TRY(goes_straight(plan, &g, false, &straight, err));
       if (straight) {
         int64_t strides[RS_MAX_DIMS];
@@ -418,8 +509,9 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
         continue;
       }
       rsi_segment g = rsi_segment_at(plan, msg, j);
-      bool straight;
-      RSI_TRY(goes_straight(plan, &g, true, &straight, err));
+      bool straight = true; /* a direct segment: nothing to pack */
+      if (!goes_direct(plan, &g))
+        RSI_TRY(goes_straight(plan, &g, true, &straight, err));
       if (!straight) {
         RSI_TRY(stream_segment(d, &w, &g, seg + pack_at, true, err));
         pack_at += RSI_ALIGN64(g.bytes);
@@ -434,6 +526,12 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
     for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
       rsi_segment g = rsi_segment_at(plan, msg, j);
       const char *from;
+      if (goes_direct(plan, &g)) {
+        RSI_TRY(post_direct(plan, p, h, &w, &g, true, msg->dst_rank, tag,
+                            err));
+        j += g.n;
+        continue;
+      }
       if (rsi_segment_staging(plan, &g, true) == 0) { /* checked at pack */
         int64_t strides[RS_MAX_DIMS];
         from = endpoint(&w, &plan->moves[j], true, strides);

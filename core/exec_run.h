@@ -8,17 +8,22 @@
  * slots: packing round k+1 overlaps the transfers of round k.
  *
  * In process, the ranks take turns (cooperative, one thread): a pass
- * advances each rank as far as it can without waiting; the in-process
- * transport matches a receive with its send and shows the sender's staging
- * in place, so the same pack / send / receive / unpack path runs as between
- * processes. Between processes, a pass that makes no progress waits. */
+ * advances each rank as far as it can without waiting. There the same
+ * steps post direct messages instead (transport.h's send_direct and
+ * recv_direct): no packing, no unpacking, no staging for them; each end
+ * posts the copies of the segment's moves with its own memory (source
+ * shard, relay slot or destination shard, strided), and the transport
+ * runs them at the match, one copy a move from the sender's memory into
+ * the receiver's, converting on the way where the move does. Between
+ * processes, a pass that makes no progress waits. */
 #ifndef RS_CORE_EXEC_RUN_H
 #define RS_CORE_EXEC_RUN_H
 
 #include "engine.h"
 #include "staging.h"
 
-/* A segment that arrived (or will), to unpack when its step ends. */
+/* A segment that arrived (or will), to unpack when its step ends; none to
+ * unpack when in_place (it went straight into its memory, or direct). */
 typedef struct rsi_arrival {
   rsi_segment seg;
   const void *view; /* where its bytes are; NULL: it landed in place */
@@ -33,6 +38,8 @@ typedef struct rsi_part {
   int64_t since;         /* when the oldest step in flight began waiting */
   rsi_arrival *arrivals[2];
   int64_t narrivals[2], cap_arrivals[2];
+  rsi_copy *direct[2]; /* this rank's side of each direct copy in flight */
+  int64_t ndirect[2], cap_direct[2];
 } rsi_part;
 
 /* What every execution of a plan reuses: built at the first one. */

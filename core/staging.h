@@ -18,7 +18,14 @@
  * rank allocates 2 x half. The planner keeps every round of every rank
  * within half the staging setting (each move charged RSI_ALIGN64 of its
  * bytes at both ends, and again for a relay slot), so 2 x half never
- * exceeds the setting. */
+ * exceeds the setting.
+ *
+ * In process, segments between ranks go direct (transport.h: one copy from
+ * the sender's memory into the receiver's) and leave their staging unused;
+ * only relay slots are written there. The halves are sized and allocated
+ * by these rules all the same, so that a plan's figures do not depend on
+ * the transport of the context it was made on (the reshard tool plans a
+ * cluster on an in-process context). */
 #ifndef RS_CORE_STAGING_H
 #define RS_CORE_STAGING_H
 

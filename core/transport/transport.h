@@ -1,6 +1,11 @@
 /* The one internal transport interface: how bytes travel between ranks.
  * The executor (core/exec_run.c) decides what to send when; a copy engine
- * (core/engine.h) packs and unpacks; a transport only moves bytes.
+ * (core/engine.h) packs and unpacks; a transport only moves bytes. A
+ * transport whose ranks share one address space (in process) may also take
+ * direct messages (send_direct, recv_direct below): instead of bytes, the
+ * copies that move a piece once, straight from the sender's memory into
+ * the receiver's, which it runs through the host engine when the two ends
+ * meet; the executor then packs and unpacks nothing for that piece.
  *
  * Two channels:
  * - data (rsi_transport_ops): messages between memory of the context's
@@ -32,6 +37,7 @@
 #include "../error.h"
 
 typedef struct rsi_transport rsi_transport;
+struct rsi_copy; /* core/engine.h */
 
 /* Step groups of the data channel. */
 enum { RSI_GROUP_STEP0 = 0, RSI_GROUP_STEP1 = 1 };
@@ -90,6 +96,27 @@ typedef struct rsi_transport_ops {
    * everything the transport enqueued (end = true). */
   void *(*queue_of)(rsi_transport *t, int me);
   rs_status (*join)(rsi_transport *t, void *queue, bool end, rsi_err *err);
+  /* Transports whose ranks share one address space only (in process;
+   * NULL otherwise): direct messages, which carry no bytes but the copies
+   * (core/engine.h) that move them once, straight from the sender's memory
+   * into the receiver's, strided at both ends, without staging. A direct
+   * send gives n copies with their source side set (src, src_strides, and
+   * the op, dtypes, blocks and extent that both ends compute alike from
+   * the plan); the matching direct receive gives n copies of the same
+   * moves with their destination side set (dst, dst_strides). They match
+   * each other, never a plain send or receive, by (sender, receiver, tag)
+   * in posting order; at the match the transport performs the n copies,
+   * the send's source into the receive's destination, through the host
+   * engine, and both are complete. Until then both arrays, and the memory
+   * they point at, stay the posters' (a send is complete only once its
+   * copy ran, so the sender's step, its staging half and relay slots
+   * outlive it). */
+  rs_status (*send_direct)(rsi_transport *t, int group, int from, int to,
+                           uint64_t tag, const struct rsi_copy *copies,
+                           int64_t n, rsi_err *err);
+  rs_status (*recv_direct)(rsi_transport *t, int group, int to, int from,
+                           uint64_t tag, const struct rsi_copy *copies,
+                           int64_t n, rsi_err *err);
 } rsi_transport_ops;
 
 /* The control channel: host memory, one group. */
@@ -133,7 +160,8 @@ struct rsi_transport {
 /* What a transport module exports. A module `name` is a shared object
  * libreshard-<name>.so.<major> exporting `const rsi_module rsi_module_<name>`;
  * transport/module.c finds and loads it (see there for where it looks). */
-#define RSI_MODULE_ABI 4u
+/* 5: rsi_transport_ops grew send_direct and recv_direct. */
+#define RSI_MODULE_ABI 5u
 
 /* What a transport is created on: a versioned struct, so that fields can
  * be added at its end without a new module ABI. The caller fills `size`
