@@ -40,6 +40,8 @@
  *                     carries a flipped bit (RESHARD_FAULT_CORRUPT_SEND)
  *   corrupt_direct    the same with 256 KiB blocks, which are received
  *                     straight into the destination
+ *   corrupt_chunks    the same with 4 MiB blocks: the flipped bit is in the
+ *                     middle of a message checked as 8 chunks (MPI module)
  *   corrupt_agreement integrity on; the flipped bit is in the victim's
  *                     first fingerprint message
  *   corrupt_unchecked the same with integrity off: the flipped bit lands
@@ -349,6 +351,10 @@ int main(int argc, char **argv) {
     mode = "corrupt";
     block = 256;
   }
+  if (is("corrupt_chunks")) { /* 4 MiB messages: 8 checksummed chunks */
+    mode = "corrupt";
+    block = 1024;
+  }
   static const char *modes[] = {"dies_in_agreement", "dies_in_hello",
                                 "dies_first_send",
                                 "dies_mid", "never_calls", "aborted",
@@ -356,6 +362,7 @@ int main(int argc, char **argv) {
                                 "skips_second", "late",
                                 "other_layout", "other_declaration",
                                 "other_integrity", "corrupt", "corrupt_direct",
+                                "corrupt_chunks",
                                 "corrupt_agreement", "corrupt_unchecked"};
   bool known = false;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= is(modes[i]);
