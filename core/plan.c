@@ -199,11 +199,13 @@ static int cmp_int64(const void *x, const void *y) {
 /* Bytes one move costs from planning to the end of scheduling: the move
  * and its box in plan->boxes; its scheduling unit (end, after, depth: at
  * most one a move); and the larger of the scheduler's scratch per unit
- * or move (a sort key, the radix sort's copy of it and the unit order;
- * plan_rounds.c permutes the moves in place) and its message (at most
- * one a move), which is made once the scratch is freed. */
+ * or move (plan_rounds.c: a sort key, the radix sort's copy of it and the
+ * order; then the order and the move's sorted copy) and its message (at
+ * most one a move), which is made once the scratch is freed. */
 static int64_t move_cost(int ndim) {
-  int64_t scratch = 2 * (int64_t)sizeof(rsi_keyed) + (int64_t)sizeof(int64_t);
+  int64_t sorting = 2 * (int64_t)sizeof(rsi_keyed) + (int64_t)sizeof(int64_t);
+  int64_t gathering = (int64_t)sizeof(int64_t) + (int64_t)sizeof(rsi_move);
+  int64_t scratch = sorting > gathering ? sorting : gathering;
   int64_t msg = (int64_t)sizeof(rsi_message);
   return (int64_t)sizeof(rsi_move) + 2 * ndim * (int64_t)sizeof(int64_t) +
          2 * (int64_t)sizeof(int64_t) + (int64_t)sizeof(int32_t) +
