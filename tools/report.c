@@ -93,24 +93,25 @@ static void job_at_end(const rt_job *job, int end, rt_job *view) {
   rt_cluster_at_end(&job->cluster, end, &view->cluster);
 }
 
-/* The other strategies, on one job: the reference's two, gather-and-
- * broadcast (and gather-convert-broadcast), the lower bound. */
+/* The reference's two algorithms: their time is a function of link
+ * loads, so their ends come with them (rt_load_time_ends). */
+static void model_reference(const rt_job *job, rt_report *r) {
+  rt_load l;
+  rt_load_init(&l, job->world);
+  rt_strategy_reference(job, true, &l, &r->hier, &r->hier_stats);
+  rt_load_clear(&l);
+  rt_strategy_reference(job, false, &l, &r->direct, &r->direct_stats);
+  rt_load_free(&l);
+}
+
+/* Gather-and-broadcast (and gather-convert-broadcast) and the lower bound
+ * on one job: evaluated again on each end's view. */
 typedef struct baselines {
-  rt_result hier, direct, gb_rl, gb_ideal, gb_convert, lb;
-  rt_ref_stats hier_stats, direct_stats;
+  rt_result gb_rl, gb_ideal, gb_convert, lb;
 } baselines;
 
 static void model_baselines(const rt_job *job, const rt_options *opt,
                             bool converts, baselines *b, atomic_int *phase) {
-  if (phase) { /* the point: the reference's too (its ends come along) */
-    rt_load l;
-    rt_load_init(&l, job->world);
-    rt_strategy_reference(job, true, &l, &b->hier, &b->hier_stats);
-    rt_load_clear(&l);
-    rt_strategy_reference(job, false, &l, &b->direct, &b->direct_stats);
-    rt_load_free(&l);
-    atomic_store(phase, 4);
-  }
   rt_strategy_gather_bcast(job, opt->bucket_bytes, &b->gb_rl, &b->gb_ideal);
   if (converts)
     rt_strategy_gather_convert_bcast(job, opt->bucket_bytes, &b->gb_convert);
@@ -190,6 +191,8 @@ static int run(worker *w) {
   if (r->converts && plan_without_conversion(job, r, e)) return -1;
   double t3 = rt_now();
   atomic_store(&w->phase, 3);
+  model_reference(job, r);
+  atomic_store(&w->phase, 4);
   baselines *b = rt_xcalloc(3, sizeof *b); /* the point, fast, slow */
   model_baselines(job, &r->opt, r->converts, &b[0], &w->phase);
   for (int end = 0; end < 2; end++) {
@@ -197,10 +200,6 @@ static int run(worker *w) {
     job_at_end(job, end, &view);
     model_baselines(&view, &r->opt, r->converts, &b[1 + end], NULL);
   }
-  /* the reference's rows are whole from the point; the others take their
-   * ends from the views */
-  r->hier = b[0].hier;
-  r->direct = b[0].direct;
   rt_result *dst[] = {&r->gb_rl, &r->gb_ideal, &r->gb_convert, &r->lb};
   for (int k = 0; k < 3; k++) {
     const rt_result *src[] = {&b[k].gb_rl, &b[k].gb_ideal, &b[k].gb_convert,
@@ -211,8 +210,6 @@ static int run(worker *w) {
       else dst[i]->time_high = src[i]->time;
     }
   }
-  r->hier_stats = b[0].hier_stats;
-  r->direct_stats = b[0].direct_stats;
   free(b);
   r->model_s = model_s + rt_now() - t3;
   atomic_store(&w->phase, 6);
