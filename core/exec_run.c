@@ -302,47 +302,41 @@ static rs_status local_copy(rsi_driver *d, const where *w, const rsi_move *m,
   return RS_OK;
 }
 
-/* Whether move m, between two ranks, can be one copy from the sender's
- * memory into the receiver's: it converts at one end at most (the sender
- * from src to wire dtype, computing scales where it does, or the receiver
- * from wire to dst dtype), so that one copy from src to dst dtype does
- * what packing and unpacking would. The planner makes every move so; a
- * move that converts twice would keep to staging. */
-static bool composes(const rsi_move *m) {
-  move_types ty = types_of(m);
-  bool at_src = ty.src != ty.wire || m->computes_scales;
-  bool at_dst = ty.wire != ty.dst;
-  return !(at_src && at_dst);
-}
-
-/* Whether segment g, between two ranks, goes direct: on a transport whose
- * ranks share this address space (send_direct, transport.h), moved by one
- * strided copy a move from the sender's memory into the receiver's, with
- * no staging at either end. Both ends decide from the same plan and
- * transport, so they agree. */
-static bool goes_direct(const rs_plan *plan, const rsi_segment *g) {
+/* Whether segments between two ranks go direct: the context's transport
+ * takes direct messages (its ranks share this address space: send_direct,
+ * transport.h), so each is one strided copy a move from the sender's
+ * memory into the receiver's, with no staging at either end. Both ends ask
+ * the same transport, so they agree. */
+static bool goes_direct(const rs_plan *plan) {
   const rsi_transport *tp = plan->ctx->transport;
-  if (!tp->ops->send_direct || !tp->ops->recv_direct) return false;
-  for (int64_t j = g->first; j < g->first + g->n; j++)
-    if (!composes(&plan->moves[j])) return false;
-  return true;
+  return tp->ops->send_direct && tp->ops->recv_direct;
 }
 
 /* The copies of direct segment g as one end posts them (src: the
  * sender's), at c[0..g->n): each move's whole box from src to dst dtype,
  * as local_copy's, with that end's memory set; the transport joins the
- * two ends' at the match. */
-static void direct_copies(const where *w, const rsi_segment *g, bool src,
-                          rsi_copy *c) {
+ * two ends' at the match. One copy does what packing and unpacking would
+ * because the planner converts a move at one end at most (plan.h); a move
+ * converting at both fails the step, as goes_straight does. */
+static rs_status direct_copies(const where *w, const rsi_segment *g,
+                               bool src, rsi_copy *c, rsi_err *err) {
   for (int64_t j = 0; j < g->n; j++) {
     const rsi_move *m = &w->plan->moves[g->first + j];
     move_types ty = types_of(m);
+    if ((ty.src != ty.wire || m->computes_scales) && ty.wire != ty.dst)
+      return RSI_FAIL(err, RS_ERR_INTERNAL,
+                      "move %lld of tensor %d converts at both ends (%s -> "
+                      "%s -> %s)",
+                      (long long)(g->first + j), (int)m->tensor,
+                      rsi_dtype_name(ty.src), rsi_dtype_name(ty.wire),
+                      rsi_dtype_name(ty.dst));
     fill_copy(&c[j], w->plan, m, ty.src, ty.dst, m->computes_scales);
     if (src)
       c[j].src = endpoint(w, m, true, c[j].src_strides);
     else
       c[j].dst = endpoint(w, m, false, c[j].dst_strides);
   }
+  return RS_OK;
 }
 
 /* Whether segment g travels straight from the sender's memory (src) or
@@ -412,13 +406,14 @@ static rs_status reserve(const rs_plan *plan, rsi_part *p, int64_t i,
   const rsi_step *s = &p->s.steps[i];
   int h = (int)(i % 2), me = p->s.rank;
   int64_t n = 0, copies = 0;
+  bool direct = goes_direct(plan);
   for (int64_t k = s->first; k < s->first + s->n; k++) {
     const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
     if (msg->src_rank == msg->dst_rank) continue;
     for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
       rsi_segment g = rsi_segment_at(plan, msg, j);
       n += msg->dst_rank == me;
-      if (goes_direct(plan, &g)) copies += g.n;
+      if (direct) copies += g.n;
       j += g.n;
     }
   }
@@ -437,7 +432,7 @@ static rs_status post_direct(rs_plan *plan, rsi_part *p, int h,
   rsi_transport *tp = plan->ctx->transport;
   rsi_copy *c = &p->direct[h][p->ndirect[h]];
   p->ndirect[h] += g->n;
-  direct_copies(w, g, src, c);
+  RSI_TRY(direct_copies(w, g, src, c, err));
   if (src)
     return tp->ops->send_direct(tp, h, p->s.rank, peer, tag, c, g->n, err);
   return tp->ops->recv_direct(tp, h, p->s.rank, peer, tag, c, g->n, err);
@@ -474,7 +469,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       rsi_arrival *a = &p->arrivals[h][p->narrivals[h]++];
       *a = (rsi_arrival){g, NULL, false};
       bool straight = false;
-      if (goes_direct(plan, &g)) {
+      if (goes_direct(plan)) {
         a->in_place = true;
         RSI_TRY(post_direct(plan, p, h, &w, &g, false, msg->src_rank, tag,
                             err));
@@ -510,7 +505,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       }
       rsi_segment g = rsi_segment_at(plan, msg, j);
       bool straight = true; /* a direct segment: nothing to pack */
-      if (!goes_direct(plan, &g))
+      if (!goes_direct(plan))
         RSI_TRY(goes_straight(plan, &g, true, &straight, err));
       if (!straight) {
         RSI_TRY(stream_segment(d, &w, &g, seg + pack_at, true, err));
@@ -526,7 +521,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
     for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
       rsi_segment g = rsi_segment_at(plan, msg, j);
       const char *from;
-      if (goes_direct(plan, &g)) {
+      if (goes_direct(plan)) {
         RSI_TRY(post_direct(plan, p, h, &w, &g, true, msg->dst_rank, tag,
                             err));
         j += g.n;
