@@ -69,11 +69,17 @@ uint64_t rsi_xxh3_avx2(const void *p, size_t n);
 #endif
 static uint64_t (*xxh3)(const void *, size_t) = xxh3_lib;
 
-static void pick_xxh3(void) {
+static void pick_xxh3_once(void) {
 #ifdef RSI_XXH3_AVX2
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) xxh3 = rsi_xxh3_avx2;
 #endif
+}
+
+/* Once per process, whichever thread creates a context first. */
+static void pick_xxh3(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, pick_xxh3_once);
 }
 
 typedef struct op_info {
