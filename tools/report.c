@@ -19,12 +19,12 @@ typedef struct worker {
   atomic_int done;
 } worker;
 
-static const char *phases[] = {"building layouts and planning (rs_plan_create)",
-                               "modelling our plan",
-                               "planning the same sync without conversion",
-                               "modelling the reference's algorithms",
-                               "modelling gather-and-broadcast",
-                               "computing the lower bound", "done"};
+static const char *phases[] = {
+    "building layouts and planning (rs_plan_create)", "modelling our plan",
+    "planning the same sync without conversion",
+    "modelling the reference's algorithms, gather-and-broadcast and the "
+    "lower bound",
+    "done"};
 
 /* Build the layouts of job and plan them; *ctx and *plan for the caller
  * to destroy. */
@@ -111,12 +111,48 @@ typedef struct baselines {
 } baselines;
 
 static void model_baselines(const rt_job *job, const rt_options *opt,
-                            bool converts, baselines *b, atomic_int *phase) {
+                            bool converts, baselines *b) {
   rt_strategy_gather_bcast(job, opt->bucket_bytes, &b->gb_rl, &b->gb_ideal);
   if (converts)
     rt_strategy_gather_convert_bcast(job, opt->bucket_bytes, &b->gb_convert);
-  if (phase) atomic_store(phase, 5);
   rt_lower_bound(job, &b->lb);
+}
+
+/* Everything the report models without our plan: the reference's
+ * algorithms, and the baselines at the point and at both ends of the
+ * ranges. It runs on a thread of its own beside rs_plan_create, since it
+ * needs nothing the plan says. */
+typedef struct planless {
+  const rt_job *job;
+  rt_report *r;
+  baselines b[3]; /* the point, fast, slow */
+} planless;
+
+static void *model_planless(void *arg) {
+  planless *m = arg;
+  const rt_job *job = m->job;
+  rt_report *r = m->r;
+  model_reference(job, r);
+  model_baselines(job, &r->opt, job->dsum.converts, &m->b[0]);
+  for (int end = 0; end < 2; end++) {
+    rt_job view;
+    job_at_end(job, end, &view);
+    model_baselines(&view, &r->opt, job->dsum.converts, &m->b[1 + end]);
+  }
+  return NULL;
+}
+
+static void take_planless(const planless *m, rt_report *r) {
+  rt_result *dst[] = {&r->gb_rl, &r->gb_ideal, &r->gb_convert, &r->lb};
+  for (int k = 0; k < 3; k++) {
+    const rt_result *src[] = {&m->b[k].gb_rl, &m->b[k].gb_ideal,
+                              &m->b[k].gb_convert, &m->b[k].lb};
+    for (int i = 0; i < 4; i++) {
+      if (k == 0) *dst[i] = *src[i];
+      else if (k == 1 + RT_END_FAST) dst[i]->time_low = src[i]->time;
+      else dst[i]->time_high = src[i]->time;
+    }
+  }
 }
 
 /* The same sync in the model's dtype on both sides, planned and
@@ -151,16 +187,12 @@ static int plan_without_conversion(const rt_job *job, rt_report *r,
   return rc;
 }
 
-static int run(worker *w) {
+/* Our plan's figures, the model of it and the plan without conversion.
+ * Takes ctx and plan. */
+static int model_plan(worker *w, rs_context *ctx, rs_plan *plan) {
   const rt_job *job = w->job;
   rt_report *r = w->r;
   rt_err *e = &w->err;
-  rs_context *ctx = NULL;
-  rs_plan *plan = NULL;
-  atomic_store(&w->phase, 0);
-  if (plan_job(job, &r->opt, &ctx, &plan, &r->staging_setting, &r->layout_s,
-               &r->plan_s, e))
-    return -1;
   double t2 = rt_now();
   rs_plan_num_moves(plan, &r->moves);
   rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_ROUNDS, &r->rounds);
@@ -186,34 +218,37 @@ static int run(worker *w) {
   rs_plan_destroy(plan);
   rs_context_destroy(ctx);
   if (rc) return -1;
-  double model_s = rt_now() - t2;
+  r->model_s = rt_now() - t2;
   atomic_store(&w->phase, 2);
-  if (r->converts && plan_without_conversion(job, r, e)) return -1;
+  return r->converts ? plan_without_conversion(job, r, e) : 0;
+}
+
+static int run(worker *w) {
+  const rt_job *job = w->job;
+  rt_report *r = w->r;
+  rt_err *e = &w->err;
+  rs_context *ctx = NULL;
+  rs_plan *plan = NULL;
+  atomic_store(&w->phase, 0);
+  planless *m = rt_xcalloc(1, sizeof *m);
+  m->job = job;
+  m->r = r;
+  pthread_t th;
+  bool beside = pthread_create(&th, NULL, model_planless, m) == 0;
+  int rc = plan_job(job, &r->opt, &ctx, &plan, &r->staging_setting,
+                    &r->layout_s, &r->plan_s, e);
+  if (rc == 0) rc = model_plan(w, ctx, plan);
   double t3 = rt_now();
   atomic_store(&w->phase, 3);
-  model_reference(job, r);
-  atomic_store(&w->phase, 4);
-  baselines *b = rt_xcalloc(3, sizeof *b); /* the point, fast, slow */
-  model_baselines(job, &r->opt, r->converts, &b[0], &w->phase);
-  for (int end = 0; end < 2; end++) {
-    rt_job view;
-    job_at_end(job, end, &view);
-    model_baselines(&view, &r->opt, r->converts, &b[1 + end], NULL);
+  if (beside) pthread_join(th, NULL);
+  else model_planless(m);
+  if (rc == 0) {
+    take_planless(m, r);
+    r->model_s += rt_now() - t3;
+    atomic_store(&w->phase, 4);
   }
-  rt_result *dst[] = {&r->gb_rl, &r->gb_ideal, &r->gb_convert, &r->lb};
-  for (int k = 0; k < 3; k++) {
-    const rt_result *src[] = {&b[k].gb_rl, &b[k].gb_ideal, &b[k].gb_convert,
-                              &b[k].lb};
-    for (int i = 0; i < 4; i++) {
-      if (k == 0) *dst[i] = *src[i];
-      else if (k == 1 + RT_END_FAST) dst[i]->time_low = src[i]->time;
-      else dst[i]->time_high = src[i]->time;
-    }
-  }
-  free(b);
-  r->model_s = model_s + rt_now() - t3;
-  atomic_store(&w->phase, 6);
-  return 0;
+  free(m);
+  return rc;
 }
 
 static void *thread_main(void *arg) {

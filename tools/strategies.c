@@ -17,45 +17,6 @@ void rt_result_init(rt_result *r, const char *key, const char *label) {
 
 /* ---- ours ----------------------------------------------------------------- */
 
-typedef struct key_set {
-  uint64_t *k;
-  size_t cap, n;
-} key_set;
-
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-/* Insert key (!= 0); true when it was new. */
-static bool set_insert(key_set *s, uint64_t key) {
-  if ((s->n + 1) * 2 > s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 1024;
-    uint64_t *k = rt_xcalloc(cap, sizeof *k);
-    for (size_t i = 0; i < s->cap; i++) {
-      if (!s->k[i]) continue;
-      size_t j = mix64(s->k[i]) & (cap - 1);
-      while (k[j]) j = (j + 1) & (cap - 1);
-      k[j] = s->k[i];
-    }
-    free(s->k);
-    s->k = k;
-    s->cap = cap;
-  }
-  size_t j = mix64(key) & (s->cap - 1);
-  while (s->k[j]) {
-    if (s->k[j] == key) return false;
-    j = (j + 1) & (s->cap - 1);
-  }
-  s->k[j] = key;
-  s->n++;
-  return true;
-}
-
 /* Model tensor index of a plan tensor's name; a scale tensor gives its
  * values' index and *scales true; -1 when the model has no such tensor. */
 static int model_tensor(const rt_job *job, int hint, const char *name,
@@ -134,20 +95,21 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
     }
     esize[t] = nominal_esize(job, c, scales);
   }
-  key_set set = {0};
   size_t nmsg = 0;
+  int last_src = -1, last_dst = -1, last_round = -1;
   for (int64_t i = 0; i < nm; i++) {
-    int t, src, dst, round, fwd;
+    int t, src, dst, round;
     rs_route route;
     int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
-    rs_plan_move_info(plan, i, &t, &src, &dst, &route, &round, &fwd);
+    rs_plan_move_info(plan, i, &t, &src, &dst, &route, &round, NULL);
     bool copy = route == RS_ROUTE_LOCAL;
-    uint64_t key = ((uint64_t)copy << 63) |
-                   ((uint64_t)(round & 0x7fffff) << 40) |
-                   ((uint64_t)src << 20) | (uint64_t)dst;
-    bool fresh = set_insert(&set, key + 1);
-    /* one message per (round, sender, receiver), on the move's link; a
-     * local move is a copy in the rank's memory (src == dst) */
+    /* The moves of one message are consecutive (rs_plan_move_info): a
+     * message per run of (round, sender, receiver), on the move's link; a
+     * local move is a copy in the rank's memory (src == dst). */
+    bool fresh = round != last_round || src != last_src || dst != last_dst;
+    last_round = round;
+    last_src = src;
+    last_dst = dst;
     rt_load_add(load, job->domain, src, dst, 0, fresh ? 1 : 0);
     if (copy) continue;
     nmsg += fresh;
@@ -165,7 +127,6 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
     for (int d = 0; row > 0 && d < W; d++)
       matrix[(size_t)r * W + d] *= sent / row;
   }
-  free(set.k);
   free(esize);
   free(ndim);
   res->time = rt_load_time(load, &job->cluster, &res->hot);

@@ -27,11 +27,13 @@
 #include "rt_harness.h"
 
 #include "exec.h" /* rsi_exec_staging: what the executor allocated */
+#include "plan.h" /* the stage of a move, which the API does not show */
 #include "rt_util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_SEED 0x5EED2024ull
 #define DEFAULT_CASES 2000
@@ -220,6 +222,30 @@ static void check_self_plan(const rh *h, const char *where) {
   rs_plan_destroy(self);
 }
 
+/* rs_plan_move_info's promise: moves in the order the plan runs them, by
+ * round, stage, sender and receiver, so that a message's moves are
+ * consecutive. */
+static void check_move_order(const rh *h, const char *where) {
+  int64_t nm = 0;
+  cr_assert_eq(rs_plan_num_moves(h->plan, &nm), RS_OK, "%s", where);
+  int64_t last[4] = {-1, -1, -1, -1};
+  for (int64_t i = 0; i < nm; i++) {
+    int src, dst, round;
+    cr_assert_eq(rs_plan_move_info(h->plan, i, NULL, &src, &dst, NULL, &round,
+                                   NULL), RS_OK, "%s", where);
+    int64_t key[4] = {round, h->plan->moves[i].stage, src, dst};
+    int c = 0;
+    for (int k = 0; k < 4 && !c; k++)
+      c = key[k] < last[k] ? -1 : key[k] > last[k];
+    cr_assert_geq(c, 0, "%s: move %lld (round %d, stage %lld, %d -> %d) "
+                  "comes after (round %lld, stage %lld, %lld -> %lld)", where,
+                  (long long)i, round, (long long)key[1], src, dst,
+                  (long long)last[0], (long long)last[1], (long long)last[2],
+                  (long long)last[3]);
+    memcpy(last, key, sizeof last);
+  }
+}
+
 static void run_case(uint64_t seed, int index, bool large) {
   rng r = {rt_mix(seed ^ rt_mix((uint64_t)index * RT_GOLDEN) ^
                   (large ? 0x4C41524745ull : 0))};
@@ -277,6 +303,7 @@ static void run_case(uint64_t seed, int index, bool large) {
   rh_check_sources_intact(&h);
   rh_check_stats(&h, staging);
   rh_check_locality(&h);
+  check_move_order(&h, where);
   check_self_plan(&h, where);
   /* What the executor really allocated is what the plan said, and within
    * the setting. */

@@ -565,8 +565,12 @@ RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
  * into the plan's tensors, see rs_plan_tensor_name), source and destination
  * ranks, route, round, and whether it forwards bytes that crossed into the
  * domain earlier in the round (forwarded = 1). Any out pointer may be NULL.
+ * Moves are numbered in the order the plan runs them, message by message:
+ * by round, then stage (direct and first-hop moves before the forwards
+ * inside a domain), then source rank, then destination rank; so the moves
+ * of one message (one round, stage, sender and receiver) are consecutive.
  * Errors: RS_ERR_NULL_POINTER (plan), RS_ERR_INVALID_ARGUMENT (index).
- * @since 0.1
+ * @since 0.1 (the order is promised since 0.5)
  */
 RS_API rs_status rs_plan_move_info(const rs_plan *plan, int64_t index,
                                    int *tensor, int *src_rank, int *dst_rank,
