@@ -89,10 +89,10 @@ static rs_status wave_order(const rs_plan *plan, const int64_t *unit_end,
                             const int64_t *unit_after,
                             const int32_t *unit_depth, int64_t nunits,
                             int64_t **out, rsi_err *err) {
-  rsi_keyed *keys = malloc((size_t)(nunits ? nunits : 1) * sizeof *keys);
+  /* the keys, then the sort's scratch; the order is written over them */
+  rsi_keyed *keys = malloc((size_t)(nunits ? 2 * nunits : 1) * sizeof *keys);
   int64_t *sent = calloc((size_t)plan->world_size, sizeof *sent);
-  int64_t *order = malloc((size_t)(nunits ? nunits : 1) * sizeof *order);
-  rs_status st = keys && sent && order ? RS_OK : RSI_NOMEM(err);
+  rs_status st = keys && sent ? RS_OK : RSI_NOMEM(err);
   for (int64_t u = 0; st == RS_OK && u < nunits; u++) {
     int64_t begin = u ? unit_end[u - 1] : 0;
     const rsi_move *first = &plan->moves[begin];
@@ -108,16 +108,17 @@ static rs_status wave_order(const rs_plan *plan, const int64_t *unit_end,
                           (uint64_t)u};
     sent[first->src_rank] += bytes;
   }
-  if (st == RS_OK) st = rsi_radix_sort(keys, nunits, err);
-  for (int64_t k = 0; st == RS_OK && k < nunits; k++)
-    order[k] = (int64_t)keys[k].value;
-  free(keys);
   free(sent);
   if (st != RS_OK) {
-    free(order);
+    free(keys);
     return st;
   }
-  *out = order;
+  rsi_radix_sort_with(keys, keys + nunits, nunits);
+  /* order[k] lies at or before keys[k]: written after it is read */
+  int64_t *order = (int64_t *)keys;
+  for (int64_t k = 0; k < nunits; k++) order[k] = (int64_t)keys[k].value;
+  int64_t *fit = realloc(order, (size_t)nunits * sizeof *order | 1);
+  *out = fit ? fit : order;
   return RS_OK;
 }
 
@@ -202,8 +203,16 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
  * runs into messages. */
 static rs_status make_messages(rs_plan *plan, rsi_err *err) {
   int64_t n = plan->nmoves;
-  rsi_keyed *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
-  if (!keys) return RSI_NOMEM(err);
+  /* One block serves every step, so that its pages are touched once (a
+   * fresh page costs more than the sort itself): the keys and the sort's
+   * scratch, then the order behind the place the sorted moves take, then
+   * the sorted moves from its head. */
+  size_t head = 2 * sizeof(rsi_keyed) > sizeof(rsi_move)
+                    ? 2 * sizeof(rsi_keyed)
+                    : sizeof(rsi_move);
+  char *block = malloc(((size_t)n * (head + sizeof(int64_t))) | 1);
+  if (!block) return RSI_NOMEM(err);
+  rsi_keyed *keys = (rsi_keyed *)block;
   for (int64_t i = 0; i < n; i++) {
     const rsi_move *m = &plan->moves[i];
     keys[i] = (rsi_keyed){(uint64_t)(uint32_t)m->round << 1 | m->stage,
@@ -211,30 +220,18 @@ static rs_status make_messages(rs_plan *plan, rsi_err *err) {
                               (uint32_t)m->dst_rank,
                           (uint64_t)i}; /* plan order: the sort is stable */
   }
-  rs_status st = rsi_radix_sort(keys, n, err);
-  if (st != RS_OK) {
-    free(keys);
-    return st;
-  }
+  rsi_radix_sort_with(keys, keys + n, n);
   /* Gather the moves in that order: independent reads, which the memory
    * system overlaps (following the permutation's cycles in place was a
-   * chain of dependent misses, a third of planning time). The keys are
-   * narrowed to the order first, so that the peak is one index and one
-   * move a move beside the plan (move_cost in plan.c). */
-  int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
-  if (order)
-    for (int64_t i = 0; i < n; i++) order[i] = (int64_t)keys[i].value;
-  free(keys);
-  rsi_move *sorted = order ? malloc((size_t)(n ? n : 1) * sizeof *sorted)
-                           : NULL;
-  if (!sorted) {
-    free(order);
-    return RSI_NOMEM(err);
-  }
+   * chain of dependent misses, a third of planning time). */
+  int64_t *order = (int64_t *)(block + (size_t)n * head);
+  for (int64_t i = 0; i < n; i++) order[i] = (int64_t)keys[i].value;
+  rsi_move *sorted = (rsi_move *)block;
   for (int64_t i = 0; i < n; i++) sorted[i] = plan->moves[order[i]];
-  free(order);
   free(plan->moves);
-  plan->moves = sorted;
+  /* shrinking gives the order's pages back; it cannot fail to keep them */
+  rsi_move *fit = realloc(block, (size_t)n * sizeof *sorted | 1);
+  plan->moves = fit ? fit : sorted;
   plan->cap_moves = n;
 
   int64_t nmsgs = 0;

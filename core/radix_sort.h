@@ -19,4 +19,7 @@ typedef struct rsi_keyed {
  * (in err) leaves v as it was. */
 rs_status rsi_radix_sort(rsi_keyed *v, int64_t n, rsi_err *err);
 
+/* The same with the caller's scratch: n records that must not overlap v. */
+void rsi_radix_sort_with(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
+
 #endif
