@@ -460,6 +460,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
   where w = where_of(plan, p, i);
   char *seg = half_of(p, i) + s->relay_bytes;
   int64_t at = 0;
+  bool direct = goes_direct(plan);
   RSI_TRY(reserve(plan, p, i, err));
   for (int64_t k = s->first; k < s->first + s->n; k++) { /* receives first */
     const rsi_message *msg = &plan->msgs[p->s.msgs[k]];
@@ -469,7 +470,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       rsi_arrival *a = &p->arrivals[h][p->narrivals[h]++];
       *a = (rsi_arrival){g, NULL, false};
       bool straight = false;
-      if (goes_direct(plan)) {
+      if (direct) {
         a->in_place = true;
         RSI_TRY(post_direct(plan, p, h, &w, &g, false, msg->src_rank, tag,
                             err));
@@ -505,7 +506,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
       }
       rsi_segment g = rsi_segment_at(plan, msg, j);
       bool straight = true; /* a direct segment: nothing to pack */
-      if (!goes_direct(plan))
+      if (!direct)
         RSI_TRY(goes_straight(plan, &g, true, &straight, err));
       if (!straight) {
         RSI_TRY(stream_segment(d, &w, &g, seg + pack_at, true, err));
@@ -521,7 +522,7 @@ static rs_status begin_step(rs_plan *plan, rsi_driver *d, rsi_part *p,
     for (int64_t j = msg->first_move; j < msg->first_move + msg->nmoves;) {
       rsi_segment g = rsi_segment_at(plan, msg, j);
       const char *from;
-      if (goes_direct(plan)) {
+      if (direct) {
         RSI_TRY(post_direct(plan, p, h, &w, &g, true, msg->dst_rank, tag,
                             err));
         j += g.n;

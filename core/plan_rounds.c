@@ -113,7 +113,7 @@ static rs_status wave_order(const rs_plan *plan, const int64_t *unit_end,
     free(keys);
     return st;
   }
-  rsi_radix_sort_with(keys, keys + nunits, nunits);
+  rsi_radix_sort(keys, keys + nunits, nunits);
   /* order[k] lies at or before keys[k]: written after it is read */
   int64_t *order = (int64_t *)keys;
   for (int64_t k = 0; k < nunits; k++) order[k] = (int64_t)keys[k].value;
@@ -220,7 +220,7 @@ static rs_status make_messages(rs_plan *plan, rsi_err *err) {
                               (uint32_t)m->dst_rank,
                           (uint64_t)i}; /* plan order: the sort is stable */
   }
-  rsi_radix_sort_with(keys, keys + n, n);
+  rsi_radix_sort(keys, keys + n, n);
   /* Gather the moves in that order: independent reads, which the memory
    * system overlaps (following the permutation's cycles in place was a
    * chain of dependent misses, a third of planning time). */

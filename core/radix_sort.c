@@ -1,20 +1,10 @@
 #include "radix_sort.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static uint64_t word(const rsi_keyed *k, int w) { return w ? k->hi : k->lo; }
 
-rs_status rsi_radix_sort(rsi_keyed *v, int64_t n, rsi_err *err) {
-  if (n < 2) return RS_OK;
-  rsi_keyed *tmp = malloc((size_t)n * sizeof *tmp);
-  if (!tmp) return RSI_NOMEM(err);
-  rsi_radix_sort_with(v, tmp, n);
-  free(tmp);
-  return RS_OK;
-}
-
-void rsi_radix_sort_with(rsi_keyed *v, rsi_keyed *tmp, int64_t n) {
+void rsi_radix_sort(rsi_keyed *v, rsi_keyed *tmp, int64_t n) {
   if (n < 2) return;
   /* bits that differ between some two records, per key word */
   uint64_t any[2] = {0, 0}, all[2] = {~0ull, ~0ull};

@@ -6,8 +6,6 @@
 
 #include <stdint.h>
 
-#include "error.h"
-
 /* A record: its key (hi, then lo) and what it stands for. */
 typedef struct rsi_keyed {
   uint64_t hi, lo, value;
@@ -15,11 +13,9 @@ typedef struct rsi_keyed {
 
 /* Sort v[0..n) by (hi, lo), stably (equal keys keep their order), by
  * least-significant-digit radix passes over the key bytes that differ
- * between records only. Needs n records of scratch: RS_ERR_NO_MEMORY
- * (in err) leaves v as it was. */
-rs_status rsi_radix_sort(rsi_keyed *v, int64_t n, rsi_err *err);
-
-/* The same with the caller's scratch: n records that must not overlap v. */
-void rsi_radix_sort_with(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
+ * between records only. scratch: n records that do not overlap v; the
+ * caller owns it, so that a caller short of fresh memory can lend a part
+ * of a block it will use next (plan_rounds.c). */
+void rsi_radix_sort(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
 
 #endif
