@@ -1,5 +1,5 @@
 /* bench_plan_dsv3: how long rs_plan_create takes, and how much memory it
- * needs, for a DeepSeek-V3-shaped refit on 512 ranks.
+ * needs, for a DeepSeek-V3-shaped refit on 512 ranks (or more: see Usage).
  *
  * Model (bf16, shapes from shared/reference/layer-tensors.md): 61 layers,
  * 0-2 dense MLP, 3-60 MoE with the 256 routed experts stacked per layer as
@@ -7,7 +7,7 @@
  * MLA attention, norms, router gate and its f32 e_score_correction_bias,
  * shared experts, embed_tokens / lm_head / model.norm. 1025 tensors.
  *
- * Source (trainer, ranks 0..255): PP8 x EP16 x DP2, Megatron rank order
+ * Source (trainer, ranks 0..255 at DP2): PP8 x EP16 x DP2, Megatron rank order
  * (EP fastest, then DP, then PP): rank = stage*32 + dp*16 + ep. Layer L on
  * stage L*8/61, embed on stage 0, model.norm and lm_head on stage 7.
  * Stacked experts: mesh [DP2, EP16], placements [Replicate, Shard(0)];
@@ -15,14 +15,20 @@
  * Local memory: one contiguous parameter buffer per dtype (Megatron style):
  * buffer 0 bf16, buffer 1 f32.
  *
- * Destination (inference, ranks 256..511): TP8 x DP32, rank = 256 + dp*8 +
+ * Destination (inference, ranks 256..511 at DP2): TP8 x DP32, rank = 256 + dp*8 +
  * tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel
  * d=0 (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head),
  * row-parallel d=1 (o_proj, down, shared down), stacked experts d=1 for
  * gate/up and d=2 for down; norms, router and bias replicated. Local memory:
  * one buffer per tensor (vLLM style, one torch tensor per parameter).
  *
- * Domains of 8 consecutive ranks. Usage: bench_plan_dsv3 [repetitions]. */
+ * Domains of 8 consecutive ranks. Each rank's part (RS_PARAM_PLAN_PART) of
+ * a trainer and of an inference rank is made too: the memory it keeps
+ * beside the whole plan's.
+ *
+ * Usage: bench_plan_dsv3 [repetitions] [trainer DP]. The trainer DP (2 by
+ * default) scales the job: DP x 128 trainer ranks and as many inference
+ * ranks (TP8 x DP*16 engines); 64 is DeepSeek-V3 on 8192 GPUs a side. */
 #include "bench_common.h"
 
 #if defined(__GLIBC__) && \
@@ -36,13 +42,7 @@ enum {
   N_DENSE = 3,
   PP = 8,
   EP = 16,
-  EDP = 2,
-  STAGE_RANKS = EP * EDP, /* 32 */
-  N_TRAIN = PP * STAGE_RANKS, /* 256 */
   TP = 8,
-  IDP = 32,
-  N_INFER = TP * IDP, /* 256 */
-  WORLD = N_TRAIN + N_INFER,
   DOMAIN = 8,
   HIDDEN = 7168,
   N_EXPERTS = 256,
@@ -50,6 +50,20 @@ enum {
   DENSE_INTER = 18432,
   VOCAB = 129280
 };
+
+/* The job's size: EDP trainer data-parallel replicas (2 by default: 256
+ * trainer ranks) and as many inference ranks, IDP = 16 * EDP engines of
+ * TP8. Set once from the command line. */
+static int EDP = 2, IDP, STAGE_RANKS, N_TRAIN, N_INFER, WORLD;
+
+static void set_scale(int edp) {
+  EDP = edp;
+  STAGE_RANKS = EP * EDP;
+  N_TRAIN = PP * STAGE_RANKS;
+  IDP = N_TRAIN / TP;
+  N_INFER = TP * IDP;
+  WORLD = N_TRAIN + N_INFER;
+}
 
 typedef struct tspec {
   char name[96];
@@ -186,7 +200,8 @@ static int64_t local_bytes(const tspec *t, const int64_t mesh_shape[2],
 
 static void build_layouts(rs_context *ctx, const model *m, rs_layout **src,
                           rs_layout **dst) {
-  static int sranks[STAGE_RANKS], dranks[N_INFER];
+  int *sranks = bench_xmalloc(sizeof(int) * STAGE_RANKS);
+  int *dranks = bench_xmalloc(sizeof(int) * N_INFER);
   int64_t src_off[PP][2] = {{0}};
   BENCH_CHECK(ctx, rs_layout_create(ctx, src));
   BENCH_CHECK(ctx, rs_layout_create(ctx, dst));
@@ -207,6 +222,8 @@ static void build_layouts(rs_context *ctx, const model *m, rs_layout **src,
     BENCH_CHECK(ctx, rs_layout_add_dtensor(*dst, t->name, 2, ms, dranks, pl,
                                            i, 0));
   }
+  free(sranks);
+  free(dranks);
 }
 
 /* ---- naive baseline: all-pairs box intersection on the same shards ---- */
@@ -242,7 +259,7 @@ static int boxes_of(const tspec *t, const int64_t ms[2], const int pl[2],
 
 static shard_list *build_shard_lists(const model *m, int64_t *n_src,
                                      int64_t *n_dst) {
-  static int ranks[N_INFER];
+  int *ranks = bench_xmalloc(sizeof(int) * N_INFER);
   shard_list *sl = bench_xcalloc((size_t)m->n, sizeof *sl);
   *n_src = *n_dst = 0;
   for (int i = 0; i < m->n; i++) {
@@ -262,6 +279,7 @@ static shard_list *build_shard_lists(const model *m, int64_t *n_src,
     *n_src += l->ns;
     *n_dst += l->nd;
   }
+  free(ranks);
   return sl;
 }
 
@@ -315,6 +333,13 @@ static int64_t heap_in_use(void) {
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 5;
   if (reps < 1) reps = 1;
+  int edp = argc > 2 ? atoi(argv[2]) : 2;
+  if (edp < 1 || edp > 1024) {
+    fprintf(stderr, "usage: bench_plan_dsv3 [repetitions] [trainer DP, "
+                    "1..1024: 2 is 256 GPUs a side, 64 is 8192]\n");
+    return 2;
+  }
+  set_scale(edp);
   const double time_cap_s = 120.0; /* stop repeating after this much */
 
   bench_print_machine("bench_plan_dsv3: rs_plan_create, DeepSeek-V3 refit");
@@ -424,6 +449,26 @@ int main(int argc, char **argv) {
   rs_plan_destroy(plan);
   plan = NULL;
 
+  /* What one process keeps between processes when it asks only for its
+   * own part (RS_PARAM_PLAN_PART), beside the whole plan that every
+   * process kept before: a trainer rank and an inference rank. */
+  const int part_rank[2] = {0, WORLD - 1};
+  int64_t part_heap[2] = {0, 0}, part_moves[2] = {0, 0};
+  double part_s[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_PLAN_PART,
+                                          part_rank[k]));
+    int64_t h0 = heap_in_use();
+    t0 = bench_now();
+    BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
+    part_s[k] = bench_now() - t0;
+    part_heap[k] = heap_in_use() - h0;
+    BENCH_CHECK(ctx, rs_plan_num_moves(plan, &part_moves[k]));
+    rs_plan_destroy(plan);
+    plan = NULL;
+  }
+  BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, -1));
+
   /* Each destination domain is one TP8 group holding one whole copy of the
    * model, so every model byte must enter each of the IDP domains once. */
   int64_t dst_bytes = (int64_t)IDP * model_bytes;
@@ -454,15 +499,17 @@ int main(int argc, char **argv) {
            "(%lld/%lld vs %lld/%lld)\n",
            (long long)ns, (long long)nd, (long long)src_shards,
            (long long)dst_shards);
-  double *ntimes = bench_xcalloc((size_t)reps, sizeof *ntimes);
+  /* once at scale: it is quadratic in the ranks */
+  int nreps = EDP > 2 ? 1 : reps;
+  double *ntimes = bench_xcalloc((size_t)nreps, sizeof *ntimes);
   int64_t hits = 0, vol = 0;
-  for (int r = 0; r < reps; r++) {
+  for (int r = 0; r < nreps; r++) {
     t0 = bench_now();
     hits = naive_intersect(sl, m.n, &vol);
     ntimes[r] = bench_now() - t0;
   }
-  double nmin = bench_min(ntimes, reps);
-  double nmed = bench_median(ntimes, reps);
+  double nmin = bench_min(ntimes, nreps);
+  double nmed = bench_median(ntimes, nreps);
   int64_t pairs = 0;
   for (int i = 0; i < m.n; i++) pairs += (int64_t)sl[i].ns * sl[i].nd;
 
@@ -498,9 +545,16 @@ int main(int argc, char **argv) {
            "growth in rs_plan_create %.1f MiB\n",
            (double)heap_plan / BENCH_MIB,
            (hwm_after_plan - hwm_after_layouts) / 1024.0);
+  for (int k = 0; k < 2; k++)
+    printf("part    : rank %d (%s) keeps %lld moves, %.2f MiB of heap "
+           "(mallinfo2 delta; the whole plan %.1f MiB), made in %.3f s "
+           "(the whole plan is planned first)\n",
+           part_rank[k], k ? "inference" : "trainer",
+           (long long)part_moves[k], (double)part_heap[k] / BENCH_MIB,
+           (double)heap_plan / BENCH_MIB, part_s[k]);
   printf("naive   : all-pairs intersection, %lld src x dst box pairs, %lld "
          "non-empty (volume sum %lld), x %d: min %.3f s, median %.3f s\n",
-         (long long)pairs, (long long)hits, (long long)vol, reps, nmin, nmed);
+         (long long)pairs, (long long)hits, (long long)vol, nreps, nmin, nmed);
 
   char a[64], b[64], c[64];
   bench_table_header();
@@ -522,6 +576,15 @@ int main(int argc, char **argv) {
     snprintf(c, sizeof c, "%.2f", (double)heap_plan / BENCH_GIB);
     bench_table_row("plan heap (mallinfo2) [MiB]", a, "1024 (target)", c);
   }
+  if (heap_plan > 0)
+    for (int k = 0; k < 2; k++) {
+      snprintf(a, sizeof a, "%.2f", (double)part_heap[k] / BENCH_MIB);
+      snprintf(b, sizeof b, "%.1f (whole)", (double)heap_plan / BENCH_MIB);
+      snprintf(c, sizeof c, "%.4f", (double)part_heap[k] / (double)heap_plan);
+      bench_table_row(k ? "plan held, inference rank's part [MiB]"
+                        : "plan held, trainer rank's part [MiB]",
+                      a, b, c);
+    }
   snprintf(a, sizeof a, "%lld", (long long)moves);
   snprintf(b, sizeof b, "%lld (pairs)", (long long)hits);
   snprintf(c, sizeof c, "%.2f", (double)moves / (double)(hits ? hits : 1));

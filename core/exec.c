@@ -49,6 +49,11 @@ rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK,
                     "rank %d is not driven by this process (rank %d)", rank,
                     plan->ctx->rank);
+  if (plan->part >= 0 && rank != plan->part)
+    return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK,
+                    "this plan holds only rank %d's part "
+                    "(RS_PARAM_PLAN_PART), not rank %d's buffers",
+                    plan->part, rank);
   rsi_side *s = &plan->side[side];
   int64_t nbuf = s->rank_first[rank + 1] - s->rank_first[rank];
   struct rsi_binding *b =
@@ -283,6 +288,12 @@ static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "this context moves host memory and takes no queue: "
                     "pass NULL");
+  if (plan->part >= 0 && ctx->rank == RS_ALL_RANKS)
+    return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                    "this plan holds only rank %d's part "
+                    "(RS_PARAM_PLAN_PART) and this context drives every "
+                    "rank: a part is for inspection here",
+                    plan->part);
   RSI_TRY(check_bindings(plan, err));
   if (!plan->exec) {
     plan->exec = calloc(1, sizeof *plan->exec);

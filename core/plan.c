@@ -2263,7 +2263,26 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
                            p->nunits, err);
   if (st == RS_OK) mark_used_buffers(plan);
   if (st == RS_OK) fingerprint(plan);
+  if (st == RS_OK && ctx->plan_part >= 0)
+    st = rsi_plan_keep_part(plan, (int)ctx->plan_part, err);
   return st;
+}
+
+/* The part RS_PARAM_PLAN_PART asks for: a rank of the world, and in a
+ * context that drives one rank, that rank. */
+static rs_status check_part(const rs_context *ctx, rsi_err *err) {
+  int64_t r = ctx->plan_part;
+  if (r < 0) return RS_OK;
+  if (r >= ctx->world_size)
+    return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK,
+                    "RS_PARAM_PLAN_PART: rank %lld outside [0, %d)",
+                    (long long)r, ctx->world_size);
+  if (ctx->rank != RS_ALL_RANKS && r != ctx->rank)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "RS_PARAM_PLAN_PART: this context drives rank %d and "
+                    "can keep only its part, not rank %lld's",
+                    ctx->rank, (long long)r);
+  return RS_OK;
 }
 
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
@@ -2274,12 +2293,14 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
     return RSI_FAIL(err, RS_ERR_WRONG_CONTEXT,
                     "the source and destination layouts come from different "
                     "contexts");
+  RSI_TRY(check_part(ctx, err));
   RSI_TRY(check_compatible(src, dst, err));
   RSI_TRY(rsi_layout_check_writes(dst, "destination", err));
   rs_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return RSI_NOMEM(err);
   rsi_context_ref(ctx);
   plan->ctx = ctx;
+  plan->part = -1;
   planner p = {0};
   p.plan = plan;
   p.err = err;

@@ -110,6 +110,11 @@ struct rs_plan {
   int64_t *relay_bytes; /* per rank: relay staging one round needs */
   rsi_rank_stats *stats;
   int64_t staging_bytes, round_capacity;
+  /* -1: the whole plan. Else the rank whose part this is (plan_part.c):
+   * moves, msgs and relays hold only what that rank sends, receives,
+   * forwards and copies; stats, relay_bytes and nrounds are the whole
+   * plan's. */
+  int part;
   bool integrity; /* checksum every message (RS_PARAM_INTEGRITY) */
   uint64_t fingerprint;
   /* Hashes of what the plan was made from: tensors, source shards,
@@ -140,6 +145,10 @@ rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
                             const int64_t *unit_after,
                             const int32_t *unit_depth, int64_t nunits,
                             rsi_err *err);
+
+/* plan_part.c: keep only rank `rank`'s part of a scheduled plan. On
+ * failure (memory) the plan is to be destroyed. */
+rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err);
 
 /* plan_json.c */
 rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,

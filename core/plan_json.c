@@ -111,6 +111,8 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
       (unsigned long long)plan->fingerprint);
   put(&b, "\"world_size\":%d,\"rounds\":%d,\"staging_bytes\":%lld,",
       plan->world_size, plan->nrounds, (long long)plan->staging_bytes);
+  /* -1: "moves" are the whole plan's; else only that rank's */
+  put(&b, "\"part\":%d,", plan->part);
   put(&b, "\"tensors\":[");
   for (int t = 0; t < plan->ntensors; t++) {
     const rsi_tensor *x = &plan->tensors[t];

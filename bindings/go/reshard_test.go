@@ -136,6 +136,53 @@ func TestQuickstart(t *testing.T) {
 	}
 }
 
+// A plan's part (ParamPlanPart) holds that rank's moves only, with every
+// rank's figures; in process it is for inspection, not execution.
+func TestPlanPart(t *testing.T) {
+	q := newQuick(t)
+	defer q.closeAll()
+	whole, err := q.plan.Stats(AllRanks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for rank := 0; rank < 5; rank++ {
+		if err := q.ctx.SetParam(ParamPlanPart, int64(rank)); err != nil {
+			t.Fatal(err)
+		}
+		part, err := NewPlan(q.src, q.dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := part.NumMoves()
+		mine, _ := q.plan.Stat(rank, StatMoves)
+		got, _ := part.Stats(AllRanks)
+		if got != whole {
+			t.Fatalf("part %d: figures %+v, whole plan %+v", rank, got, whole)
+		}
+		if js, _ := part.JSON(); !strings.Contains(js, fmt.Sprintf(`"part":%d`, rank)) {
+			t.Fatalf("part %d: JSON does not say whose part it is", rank)
+		}
+		if n > mine {
+			t.Fatalf("part %d: %d moves, the rank takes part in %d", rank, n, mine)
+		}
+		sum += n
+		if err := part.Execute(); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("part %d executed in process: %v", rank, err)
+		}
+		part.Close()
+	}
+	if n, _ := q.plan.NumMoves(); sum < n {
+		t.Fatalf("the parts hold %d moves, the whole plan %d", sum, n)
+	}
+	if err := q.ctx.SetParam(ParamPlanPart, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(q.src, q.dst); !errors.Is(err, ErrUnknownRank) {
+		t.Fatalf("the part of rank 5 of 5: %v", err)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	// A failure without a context: rs_last_error's message.
 	_, err := NewLocalContext(0)

@@ -107,6 +107,7 @@ const (
 	ParamSliceBytes   = Param(rsw.RS_PARAM_SLICE_BYTES) // deprecated, no effect
 	ParamTimeoutMS    = Param(rsw.RS_PARAM_TIMEOUT_MS)
 	ParamIntegrity    = Param(rsw.RS_PARAM_INTEGRITY)
+	ParamPlanPart     = Param(rsw.RS_PARAM_PLAN_PART) // -1 whole plan, else one rank's part
 )
 
 // Stat names one per-rank figure of a plan (rs_stat).

@@ -255,4 +255,51 @@ static inline bool rt_json_strings_valid(const char *s) {
   return !in_str;
 }
 
+/* Whether `part` holds exactly the moves of `whole` that have `rank` at
+ * either end (rank -1: every move), in the same order, with the same
+ * tensor, ranks, route, round, forwarding and box. On a difference, false
+ * and `why` (cap bytes) says which move. */
+static inline bool rt_same_moves_of(const rs_plan *whole, const rs_plan *part,
+                                    int rank, char *why, size_t cap) {
+  int64_t nw = 0, np = 0, k = 0;
+  if (rs_plan_num_moves(whole, &nw) != RS_OK ||
+      rs_plan_num_moves(part, &np) != RS_OK) {
+    snprintf(why, cap, "rs_plan_num_moves failed");
+    return false;
+  }
+  for (int64_t i = 0; i < nw; i++) {
+    int t1, s1, d1, r1, f1, t2, s2, d2, r2, f2, nd = 0;
+    rs_route q1, q2;
+    int64_t o1[RS_MAX_DIMS], e1[RS_MAX_DIMS], o2[RS_MAX_DIMS], e2[RS_MAX_DIMS];
+    rs_plan_move_info(whole, i, &t1, &s1, &d1, &q1, &r1, &f1);
+    if (rank >= 0 && s1 != rank && d1 != rank) continue;
+    if (k >= np) {
+      snprintf(why, cap, "the part ends after %lld moves; the whole plan's "
+               "move %lld (%d -> %d) is missing", (long long)k, (long long)i,
+               s1, d1);
+      return false;
+    }
+    rs_plan_move_info(part, k, &t2, &s2, &d2, &q2, &r2, &f2);
+    rs_plan_tensor_info(whole, t1, NULL, &nd);
+    rs_plan_move_box(whole, i, o1, e1);
+    rs_plan_move_box(part, k, o2, e2);
+    if (t1 != t2 || s1 != s2 || d1 != d2 || q1 != q2 || r1 != r2 ||
+        f1 != f2 || memcmp(o1, o2, (size_t)nd * sizeof *o1) ||
+        memcmp(e1, e2, (size_t)nd * sizeof *e1)) {
+      snprintf(why, cap, "move %lld of the part (tensor %d, %d -> %d, round "
+               "%d) differs from move %lld of the whole plan (tensor %d, %d "
+               "-> %d, round %d)", (long long)k, t2, s2, d2, r2,
+               (long long)i, t1, s1, d1, r1);
+      return false;
+    }
+    k++;
+  }
+  if (k != np) {
+    snprintf(why, cap, "the part has %lld moves, the whole plan %lld of "
+             "rank %d", (long long)np, (long long)k, rank);
+    return false;
+  }
+  return true;
+}
+
 #endif

@@ -17,8 +17,11 @@
  *     its shards reach succeeds (one byte less fails), the execution
  *     succeeds, every destination element holds the source value, every
  *     destination byte no shard covers is untouched, and a second execution
- *     after the sources changed delivers the new values. */
+ *     after the sources changed delivers the new values;
+ *   - one rank's part (RS_PARAM_PLAN_PART) holds exactly that rank's moves
+ *     of the whole plan, in order. */
 #include "fuzz_common.h"
+#include "rt_util.h"
 #include "rt_value.h"
 
 #define MAXW 8
@@ -507,6 +510,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rs_plan_destroy(again);
     check_queries(&w, plan);
     if (executable(&w)) execute_and_verify(&w, plan);
+    /* One rank's part holds exactly its moves of the whole plan (read
+     * last, so that the input before is consumed as it always was). */
+    int rank = fz_below(&in, w.size);
+    rs_plan *part = NULL;
+    char why[256];
+    rs_context_set_param(w.ctx, RS_PARAM_PLAN_PART, rank);
+    FZ_CHECK(rs_plan_create(w.s[0].l, w.s[1].l, &part) == RS_OK,
+             "the part of rank %d of a plan that was made", rank);
+    rs_context_set_param(w.ctx, RS_PARAM_PLAN_PART, -1);
+    FZ_CHECK(rt_same_moves_of(plan, part, rank, why, sizeof why),
+             "the part of rank %d: %s", rank, why);
+    rs_plan_destroy(part);
   }
   if (getenv("FUZZ_VERBOSE")) {
     int64_t moves = 0;

@@ -247,8 +247,8 @@ static void case_domains(hcase *c) {
   for (int i = 0; i < h_np; i++) ranks[i] = i;
   h_dtensor(&m, RS_SIDE_DST, b, 2, (int64_t[]){d.ndom, d.ds}, ranks,
             (int[]){1, RS_REPLICATE}, 1);
-  hrun o = {.domain_size = d.ds, .plan_check = plan_check_domains, .arg = &d,
-            .gen = 5};
+  hrun o = {.domain_size = d.ds, .plan_check = plan_check_domains,
+            .whole_plan = true, .arg = &d, .gen = 5};
   h_transfer(c, &m, &o);
   h_model_free(&m);
 }
@@ -625,6 +625,45 @@ done:
   rs_context_destroy(ctx);
 }
 
+/* Layouts of a u8[np, 3] tensor named `name`: rank r holds row r and
+ * needs row r - 1 (mod np), so every rank sends one row and receives one;
+ * allgathered. False when any rank failed. */
+static bool ring_layouts(hcase *c, rs_context *ctx, const char *name,
+                         rs_layout **src, rs_layout **dst) {
+  int64_t shape[2] = {h_np, 3};
+  int from = (h_rank + h_np - 1) % h_np;
+  if (h_ok(c, rs_layout_create(ctx, src), ctx, "layout") &&
+      h_ok(c, rs_layout_create(ctx, dst), ctx, "layout") &&
+      h_ok(c, rs_layout_add_tensor(*src, name, RS_DTYPE_U8, 2, shape), ctx,
+           "source tensor") &&
+      h_ok(c, rs_layout_add_tensor(*dst, name, RS_DTYPE_U8, 2, shape), ctx,
+           "destination tensor") &&
+      h_ok(c, rs_layout_add_shard(*src, name, h_rank, (int64_t[]){h_rank, 0},
+                                  (int64_t[]){1, 3}, 0, 0, NULL), ctx, "shard") &&
+      h_ok(c, rs_layout_add_shard(*dst, name, h_rank, (int64_t[]){from, 0},
+                                  (int64_t[]){1, 3}, 0, 0, NULL), ctx, "shard")) {
+  }
+  if (!h_all_ok(c)) return false;
+  h_ok(c, rs_layout_allgather(*src), ctx, "allgather (source)");
+  h_ok(c, rs_layout_allgather(*dst), ctx, "allgather (destination)");
+  return h_all_ok(c);
+}
+
+/* Bind row h_rank of the ring, execute, check the row that arrived. */
+static void ring_run(hcase *c, rs_context *ctx, rs_plan *plan) {
+  int from = (h_rank + h_np - 1) % h_np;
+  unsigned char sbuf[3], dbuf[3] = {0xA5, 0xA5, 0xA5};
+  for (int i = 0; i < 3; i++) sbuf[i] = (unsigned char)(h_rank * 3 + i + 1);
+  if (h_ok(c, rs_plan_bind(plan, RS_SIDE_SRC, h_rank, 0, sbuf, 3), ctx, "bind") &&
+      h_ok(c, rs_plan_bind(plan, RS_SIDE_DST, h_rank, 0, dbuf, 3), ctx, "bind")) {
+  }
+  if (!h_all_ok(c)) return;
+  if (h_ok(c, rs_plan_execute(plan), ctx, "execute"))
+    for (int i = 0; i < 3; i++)
+      EXPECT(c, dbuf[i] == (unsigned char)(from * 3 + i + 1),
+             "element %d is %d, want %d", i, dbuf[i], from * 3 + i + 1);
+}
+
 static void case_long_tensor_name(hcase *c) {
   /* rs_layout_add_tensor takes any non-empty name; a layout it accepted
    * must survive the exchange. */
@@ -636,41 +675,63 @@ static void case_long_tensor_name(hcase *c) {
   rs_context *ctx = NULL;
   rs_layout *src = NULL, *dst = NULL;
   rs_plan *plan = NULL;
-  int64_t shape[2] = {h_np, 3};
-  int from = (h_rank + h_np - 1) % h_np;
-  unsigned char sbuf[3], dbuf[3] = {0xA5, 0xA5, 0xA5};
-  for (int i = 0; i < 3; i++) sbuf[i] = (unsigned char)(h_rank * 3 + i + 1);
   if (h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context") &&
-      h_ok(c, rs_layout_create(ctx, &src), ctx, "layout") &&
-      h_ok(c, rs_layout_create(ctx, &dst), ctx, "layout") &&
-      h_ok(c, rs_layout_add_tensor(src, name, RS_DTYPE_U8, 2, shape), ctx,
-           "tensor with a 5000-byte name") &&
-      h_ok(c, rs_layout_add_tensor(dst, name, RS_DTYPE_U8, 2, shape), ctx,
-           "tensor with a 5000-byte name") &&
-      h_ok(c, rs_layout_add_shard(src, name, h_rank, (int64_t[]){h_rank, 0},
-                                  (int64_t[]){1, 3}, 0, 0, NULL), ctx, "shard") &&
-      h_ok(c, rs_layout_add_shard(dst, name, h_rank, (int64_t[]){from, 0},
-                                  (int64_t[]){1, 3}, 0, 0, NULL), ctx, "shard")) {
+      ring_layouts(c, ctx, name, &src, &dst)) {
+    h_ok(c, rs_plan_create(src, dst, &plan), ctx, "plan");
+    if (h_all_ok(c)) ring_run(c, ctx, plan);
   }
-  if (!h_all_ok(c)) goto done;
-  h_ok(c, rs_layout_allgather(src), ctx, "allgather of a 5000-byte name");
-  h_ok(c, rs_layout_allgather(dst), ctx, "allgather of a 5000-byte name");
-  if (!h_all_ok(c)) goto done;
-  if (h_ok(c, rs_plan_create(src, dst, &plan), ctx, "plan") &&
-      h_ok(c, rs_plan_bind(plan, RS_SIDE_SRC, h_rank, 0, sbuf, 3), ctx, "bind") &&
-      h_ok(c, rs_plan_bind(plan, RS_SIDE_DST, h_rank, 0, dbuf, 3), ctx, "bind")) {
-  }
-  if (!h_all_ok(c)) goto done;
-  if (h_ok(c, rs_plan_execute(plan), ctx, "execute"))
-    for (int i = 0; i < 3; i++)
-      EXPECT(c, dbuf[i] == (unsigned char)(from * 3 + i + 1),
-             "element %d is %d, want %d", i, dbuf[i], from * 3 + i + 1);
-done:
   rs_plan_destroy(plan);
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   rs_context_destroy(ctx);
   free(name);
+}
+
+/* RS_PARAM_PLAN_PART between processes: a rank keeps only its own part,
+ * runs it with the others' parts, and is refused another rank's part or a
+ * rank outside the world (rs_plan_create is no collective call, so each
+ * rank is refused alone). */
+static void case_plan_part(hcase *c) {
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  rs_plan *plan = NULL, *other = NULL;
+  if (!h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context") ||
+      !ring_layouts(c, ctx, "w", &src, &dst))
+    goto done;
+  h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, h_np), ctx,
+       "plan part: the world size");
+  other = (rs_plan *)&other;
+  h_status(c, rs_plan_create(src, dst, &other), RS_ERR_UNKNOWN_RANK, ctx,
+           "the part of a rank outside the world");
+  EXPECT(c, other == NULL, "a refused plan was handed out");
+  if (h_np > 1) {
+    h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, (h_rank + 1) % h_np),
+         ctx, "plan part: the next rank");
+    h_status(c, rs_plan_create(src, dst, &other), RS_ERR_INVALID_ARGUMENT, ctx,
+             "another rank's part");
+  }
+  h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, h_rank), ctx,
+       "plan part: this rank");
+  if (!h_ok(c, rs_plan_create(src, dst, &plan), ctx, "this rank's part"))
+    goto done;
+  /* one row out and one in (a local copy when alone), and the figures of
+   * every rank */
+  int64_t n = -1, moves = -1;
+  rs_plan_num_moves(plan, &n);
+  EXPECT(c, n == (h_np > 1 ? 2 : 1), "rank %d's part has %lld moves",
+         h_rank, (long long)n);
+  for (int r = 0; r < h_np; r++) {
+    rs_plan_stat(plan, r, RS_STAT_MOVES, &moves);
+    EXPECT(c, moves == (h_np > 1 ? 2 : 1),
+           "rank %d's part says rank %d takes part in %lld moves", h_rank, r,
+           (long long)moves);
+  }
+  if (h_all_ok(c)) ring_run(c, ctx, plan);
+done:
+  rs_plan_destroy(plan);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
 }
 
 static void case_empty_layouts(hcase *c) {
@@ -879,6 +940,7 @@ static const hcase_def cases[] = {
     {"allgather_rejects_foreign_shard", case_allgather_rejects_foreign_shard},
     {"allgather_tensor_mismatch", case_allgather_tensor_mismatch},
     {"long_tensor_name", case_long_tensor_name},
+    {"plan_part", case_plan_part},
     {"empty_layouts", case_empty_layouts},
     {"property", case_property},
 };

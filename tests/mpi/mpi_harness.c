@@ -2,6 +2,7 @@
  * buffers and their values, one end-to-end transfer. */
 #include "mpi_harness.h"
 
+#include "rt_util.h"
 #include "rt_value.h"
 
 #include <stdarg.h>
@@ -637,7 +638,13 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
   EXPECT(c, got == want[1], "destination layout holds %lld shards after "
          "allgather, the model %lld", (long long)got, (long long)want[1]);
 
-  if (h_ok(c, rs_plan_create(src, dst, &plan), ctx, "rs_plan_create")) {
+  if (!o->whole_plan)
+    h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, h_rank), ctx,
+         "keep this rank's part of plans");
+  rs_status made = rs_plan_create(src, dst, &plan);
+  h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, -1), ctx,
+       "keep whole plans again");
+  if (h_ok(c, made, ctx, "rs_plan_create")) {
     int64_t nm = 0;
     rs_plan_num_moves(plan, &nm);
     h_moves_planned += nm;
@@ -659,6 +666,11 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
              "the plan of the allgathered layouts (%016llx) differs from the "
              "plan of the same layouts built whole (%016llx)",
              (unsigned long long)a, (unsigned long long)b);
+      char why[256];
+      EXPECT(c, rt_same_moves_of(gplan, plan, o->whole_plan ? -1 : h_rank,
+                                 why, sizeof why),
+             "rank %d's %s and the whole plan of the same layouts: %s",
+             h_rank, o->whole_plan ? "plan" : "part", why);
     }
   }
   if (plan && o->plan_check) o->plan_check(c, plan, ctx, m, o->arg);

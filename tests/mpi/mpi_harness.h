@@ -182,6 +182,10 @@ typedef struct hrun {
   bool declare_used;   /* ranks declare only the tensors they hold */
   bool no_global;      /* skip the comparison with a locally built layout */
   bool polled;         /* rs_plan_execute_async, then rs_plan_test */
+  /* Keep every rank's moves in the plan (plan_check reads them); by
+   * default each rank keeps only its own part (RS_PARAM_PLAN_PART), which
+   * is checked against the whole plan of the same layouts. */
+  bool whole_plan;
   /* Extra checks on the plan (identical on every rank). */
   void (*plan_check)(hcase *c, const rs_plan *plan, const rs_context *ctx,
                      const hmodel *m, void *arg);
@@ -195,8 +199,8 @@ typedef struct hrun {
  * check; new destination buffers, execute, check). Collective. */
 void h_transfer(hcase *c, const hmodel *m, const hrun *o);
 
-/* Running totals on this rank: destination elements checked, plan moves
- * executed (counted once per plan, on every rank), executions. */
+/* Running totals on this rank: destination elements checked, moves of the
+ * plans it held (its part, or the whole plan), executions. */
 extern int64_t h_elems_checked, h_moves_planned, h_executions, h_rounds_max;
 
 /* Number of moves of the plan that carry any element twice into one

@@ -215,6 +215,25 @@ Test(plan_create, layouts_from_two_contexts) {
   rs_context_destroy(other);
 }
 
+/* RS_PARAM_PLAN_PART takes any rank; a rank outside the world is refused
+ * when the plan is made. */
+Test(plan_create, part_of_a_rank_outside_the_world) {
+  declare(FX->src, (decl_spec[2]){T4("t")});
+  declare(FX->dst, (decl_spec[2]){T4("t")});
+  add_shards(FX->src, (shard_spec[4]){ALL4("t", 0, 0)});
+  add_shards(FX->dst, (shard_spec[4]){ALL4("t", 1, 0)});
+  cr_assert_eq(rs_context_set_param(FX->ctx, RS_PARAM_PLAN_PART, 4), RS_OK);
+  rs_plan *plan = SENTINEL;
+  rs_status st = rs_plan_create(FX->src, FX->dst, &plan);
+  rt_expect_case("plan_part_world_size", st, RS_ERR_UNKNOWN_RANK, RS_OK,
+                 RT_MSG_CTX, FX->ctx, "RS_PARAM_PLAN_PART", "rank 4");
+  cr_assert_null(plan);
+  cr_assert_eq(rs_context_set_param(FX->ctx, RS_PARAM_PLAN_PART, 3), RS_OK);
+  cr_assert_eq(rs_plan_create(FX->src, FX->dst, &plan), RS_OK, "%s",
+               rs_context_last_error(FX->ctx));
+  rs_plan_destroy(plan);
+}
+
 Test(plan_create, null_arguments) {
   rs_plan *plan = SENTINEL;
   declare(FX->src, (decl_spec[2]){T4("t")});

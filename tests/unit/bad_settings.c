@@ -25,6 +25,7 @@ TestSuite(settings, .init = fx_setup, .fini = fx_teardown);
 #define SLICE RS_PARAM_SLICE_BYTES, 4 * MIB
 #define TIMEOUT RS_PARAM_TIMEOUT_MS, 60000
 #define INTEGRITY RS_PARAM_INTEGRITY, 0
+#define PART RS_PARAM_PLAN_PART, -1
 
 /* ------------------------------------------------- values out of bounds */
 
@@ -52,6 +53,8 @@ static const value_case value_cases[] = {
     {"timeout_one_above_max", TIMEOUT, 86400001, true, "outside"},
     {"integrity_two", INTEGRITY, 2, true, "outside"},
     {"integrity_negative", INTEGRITY, -1, true, "outside"},
+    {"plan_part_below_whole", PART, -2, true, "outside"},
+    {"plan_part_above_int32", PART, (int64_t)INT32_MAX + 1, true, "outside"},
     {"value_int64_min", TIMEOUT, INT64_MIN, true, "outside"},
     {"value_int64_max", STAGING, INT64_MAX, true, "outside"},
 };
@@ -72,9 +75,10 @@ RT_TABLE_TEST(settings, values_out_of_bounds, value_cases, i) {
 }
 
 Test(settings, bounds_themselves_are_accepted) {
-  const rs_param all[4] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
-                           RS_PARAM_TIMEOUT_MS, RS_PARAM_INTEGRITY};
-  for (int i = 0; i < 4; i++) {
+  const rs_param all[5] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
+                           RS_PARAM_TIMEOUT_MS, RS_PARAM_INTEGRITY,
+                           RS_PARAM_PLAN_PART};
+  for (int i = 0; i < 5; i++) {
     int64_t lo = 0, hi = 0, v = 0;
     cr_assert_eq(rs_param_bounds(all[i], &lo, &hi), RS_OK);
     cr_assert_eq(rs_context_set_param(ctx, all[i], lo), RS_OK);
@@ -101,6 +105,8 @@ static const param_case param_cases[] = {
     {"param_between_staging_and_slice_neighbours", 102, "unknown parameter"},
     {"param_just_below_timeout", 199, "unknown parameter"},
     {"param_just_above_integrity", 202, "unknown parameter"},
+    {"param_just_below_plan_part", 299, "unknown parameter"},
+    {"param_just_above_plan_part", 301, "unknown parameter"},
     {"param_negative", -100, "unknown parameter"},
     {"param_int_max", INT_MAX, "unknown parameter"},
 };

@@ -534,33 +534,9 @@ static inline void rh_check_locality(const rh *h) {
 
 /* Two plans made from the same inputs have the same moves, in order. */
 static inline void rh_same_moves(const rh *a, const rs_plan *other) {
-  int64_t n1 = -1, n2 = -2;
-  cr_assert_eq(rs_plan_num_moves(a->plan, &n1), RS_OK, "%s", a->where);
-  cr_assert_eq(rs_plan_num_moves(other, &n2), RS_OK, "%s", a->where);
-  cr_assert_eq(n1, n2, "%s: re-plan has %lld moves, first plan %lld",
-               a->where, (long long)n2, (long long)n1);
-  for (int64_t i = 0; i < n1; i++) {
-    int t1, s1, d1, r1, f1, t2, s2, d2, r2, f2;
-    rs_route q1, q2;
-    int64_t o1[RS_MAX_DIMS], e1[RS_MAX_DIMS], o2[RS_MAX_DIMS], e2[RS_MAX_DIMS];
-    cr_assert_eq(rs_plan_move_info(a->plan, i, &t1, &s1, &d1, &q1, &r1, &f1),
-                 RS_OK);
-    cr_assert_eq(rs_plan_move_info(other, i, &t2, &s2, &d2, &q2, &r2, &f2),
-                 RS_OK);
-    cr_assert(t1 == t2 && s1 == s2 && d1 == d2 && q1 == q2 && r1 == r2 &&
-                  f1 == f2,
-              "%s: move %lld differs between two plans of the same inputs",
-              a->where, (long long)i);
-    const char *name = NULL;
-    int nd = 0;
-    cr_assert_eq(rs_plan_tensor_info(a->plan, t1, &name, &nd), RS_OK);
-    cr_assert_eq(rs_plan_move_box(a->plan, i, o1, e1), RS_OK);
-    cr_assert_eq(rs_plan_move_box(other, i, o2, e2), RS_OK);
-    cr_assert(memcmp(o1, o2, (size_t)nd * sizeof *o1) == 0 &&
-                  memcmp(e1, e2, (size_t)nd * sizeof *e1) == 0,
-              "%s: move %lld box differs between two plans", a->where,
-              (long long)i);
-  }
+  char why[256];
+  cr_assert(rt_same_moves_of(a->plan, other, -1, why, sizeof why),
+            "%s: two plans of the same inputs: %s", a->where, why);
 }
 
 /* The usual end-to-end run: plan, buffers, execute, check. */

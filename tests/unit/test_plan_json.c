@@ -9,9 +9,11 @@
 #include "rt_util.h"
 
 /* A plan of one u8[64] tensor over `world` ranks: the source on each of
- * src_ranks (whole: replicas), the destination on dst_rank. */
-static rs_plan *one_tensor_plan(int world, const int *src_ranks, int nsrc,
-                                int dst_rank, rs_context **ctx) {
+ * src_ranks (whole: replicas), the destination on dst_rank; only rank
+ * part's part of it (RS_PARAM_PLAN_PART; -1: the whole plan). */
+static rs_plan *one_tensor_plan_part(int world, const int *src_ranks,
+                                     int nsrc, int dst_rank, int part,
+                                     rs_context **ctx) {
   rs_layout *src = NULL, *dst = NULL;
   rs_plan *plan = NULL;
   cr_assert_eq(rs_context_create_local(world, ctx), RS_OK, "%s",
@@ -27,11 +29,17 @@ static rs_plan *one_tensor_plan(int world, const int *src_ranks, int nsrc,
   cr_assert_eq(rs_layout_add_shard(dst, "w", dst_rank, I64(0), I64(64), 0, 0,
                                    NULL),
                RS_OK);
+  cr_assert_eq(rs_context_set_param(*ctx, RS_PARAM_PLAN_PART, part), RS_OK);
   cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK, "%s",
                rs_context_last_error(*ctx));
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   return plan;
+}
+
+static rs_plan *one_tensor_plan(int world, const int *src_ranks, int nsrc,
+                                int dst_rank, rs_context **ctx) {
+  return one_tensor_plan_part(world, src_ranks, nsrc, dst_rank, -1, ctx);
 }
 
 /* The plan's JSON, parsed strictly; *len gets its length. */
@@ -121,4 +129,51 @@ Test(plan_json, unread_replica_is_counted_idle) {
   json_object_put(root);
   rs_plan_destroy(plan);
   rs_context_destroy(ctx);
+}
+
+/* A part (RS_PARAM_PLAN_PART) lists only its rank's moves, every active
+ * rank's figures, and says whose part it is; only its rank's buffers can
+ * be bound, and in process it is refused execution before any byte of a
+ * destination is touched. */
+Test(plan_json, a_part_lists_its_moves_and_every_ranks_figures) {
+  for (int part = -1; part < 4; part++) {
+    rs_context *ctx = NULL;
+    rs_plan *plan = one_tensor_plan_part(4, INTS(0, 1), 2, 2, part, &ctx);
+    int64_t whole_from = -1;
+    rs_plan_stat(plan, 0, RS_STAT_MOVES, &whole_from);
+    int from = whole_from ? 0 : 1; /* the replica the plan reads */
+    size_t len = 0;
+    json_object *root = parsed_json(plan, &len);
+    cr_assert_eq(json_object_get_int(member(root, "part")), part);
+    int got[4];
+    cr_assert_eq(listed_ranks(root, got, 4), 2, "part %d", part);
+    cr_assert(got[0] == from && got[1] == 2, "part %d: ranks %d, %d", part,
+              got[0], got[1]);
+    size_t want = part < 0 || part == from || part == 2 ? 1 : 0;
+    cr_assert_eq(json_object_array_length(member(root, "moves")), want,
+                 "part %d", part);
+    int64_t n = -1;
+    cr_assert_eq(rs_plan_num_moves(plan, &n), RS_OK);
+    cr_assert_eq(n, (int64_t)want, "part %d", part);
+    json_object_put(root);
+    if (part >= 0) {
+      unsigned char in[64], out[64];
+      memset(in, 7, sizeof in);
+      memset(out, 0xA5, sizeof out);
+      /* only the part's rank has buffers to bind */
+      for (int r = 0; r < 2; r++)
+        cr_assert_eq(rs_plan_bind(plan, RS_SIDE_SRC, r, 0, in, sizeof in),
+                     r == part ? RS_OK : RS_ERR_UNKNOWN_RANK, "part %d", part);
+      cr_assert_eq(rs_plan_bind(plan, RS_SIDE_DST, 2, 0, out, sizeof out),
+                   part == 2 ? RS_OK : RS_ERR_UNKNOWN_RANK, "part %d", part);
+      cr_assert_eq(rs_plan_execute(plan), RS_ERR_UNSUPPORTED, "part %d",
+                   part);
+      cr_assert(strstr(rs_context_last_error(ctx), "part"), "%s",
+                rs_context_last_error(ctx));
+      for (int i = 0; i < 64; i++)
+        cr_assert_eq(out[i], 0xA5, "part %d: byte %d written", part, i);
+    }
+    rs_plan_destroy(plan);
+    rs_context_destroy(ctx);
+  }
 }

@@ -12,7 +12,8 @@
  * first. After execute: every destination element is right, every byte no
  * destination shard covers is still poison, byte statistics agree with the
  * move list, no domain receives an element across domains twice, staging
- * stays within its setting.
+ * stays within its setting; for every fourth case, each rank's part
+ * (RS_PARAM_PLAN_PART) is exactly its moves of the whole plan.
  *
  * Replay: RESHARD_SEED=<seed> (default fixed) and RESHARD_CASE=<index> to
  * run one case (RESHARD_LARGE_CASE=<index> for the large ones);
@@ -246,6 +247,44 @@ static void check_move_order(const rh *h, const char *where) {
   }
 }
 
+/* RS_PARAM_PLAN_PART: each rank's part holds the whole plan's moves of
+ * that rank, in order, with the whole plan's figures and fingerprint; in
+ * process a part is for inspection, and executing it is refused. */
+static void check_parts(const rh *h, const char *where) {
+  uint64_t whole_fp = 0, fp = 0;
+  cr_assert_eq(rs_plan_fingerprint(h->plan, &whole_fp), RS_OK, "%s", where);
+  for (int r = 0; r < h->world; r++) {
+    rs_plan *part = NULL;
+    cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_PART, r), RS_OK,
+                 "%s", where);
+    rs_status st = rs_plan_create(h->lay[0], h->lay[1], &part);
+    cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_PART, -1), RS_OK,
+                 "%s", where);
+    cr_assert_eq(st, RS_OK, "%s: the part of rank %d: %s", where, r,
+                 rs_context_last_error(h->ctx));
+    char why[256];
+    cr_assert(rt_same_moves_of(h->plan, part, r, why, sizeof why),
+              "%s: the part of rank %d: %s", where, r, why);
+    cr_assert_eq(rs_plan_fingerprint(part, &fp), RS_OK, "%s", where);
+    cr_assert_eq(fp, whole_fp, "%s: the part of rank %d has another "
+                 "fingerprint", where, r);
+    for (int q = 0; q < h->world; q++)
+      for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_CONVERTED_RECEIVING;
+           s++) {
+        int64_t a = -1, b = -2;
+        rs_plan_stat(h->plan, q, (rs_stat)s, &a);
+        rs_plan_stat(part, q, (rs_stat)s, &b);
+        cr_assert_eq(a, b, "%s: figure %d of rank %d: %lld in the whole "
+                     "plan, %lld in rank %d's part", where, s, q,
+                     (long long)a, (long long)b, r);
+      }
+    if (r == 0)
+      cr_assert_eq(rs_plan_execute(part), RS_ERR_UNSUPPORTED,
+                   "%s: a part executed in process", where);
+    rs_plan_destroy(part);
+  }
+}
+
 static void run_case(uint64_t seed, int index, bool large) {
   rng r = {rt_mix(seed ^ rt_mix((uint64_t)index * RT_GOLDEN) ^
                   (large ? 0x4C41524745ull : 0))};
@@ -305,6 +344,7 @@ static void run_case(uint64_t seed, int index, bool large) {
   rh_check_locality(&h);
   check_move_order(&h, where);
   check_self_plan(&h, where);
+  if (index % 4 == 0) check_parts(&h, where);
   /* What the executor really allocated is what the plan said, and within
    * the setting. */
   for (int rank = 0; rank < world; rank++) {

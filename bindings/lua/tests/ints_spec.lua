@@ -118,6 +118,22 @@ describe("64-bit integers", function()
       "the fingerprint's bits")
     check.eq(q.plan:num_tensors(), 1, "num_tensors")
     check.integer(q.plan:num_moves(), "num_moves")
+    -- each rank's part: its moves only, every rank's figures
+    local parts = 0
+    for rank = 0, 4 do
+      q.ctx:set_param("plan_part", rank)
+      check.eq(q.ctx:param("plan_part"), rank, "plan_part")
+      local part = reshard.plan(q.src, q.dst)
+      check.contains(part:json(), string.format('"part":%d', rank), "part")
+      check.eq(part:stat("moves", rank), q.plan:stat("moves", rank), "moves")
+      parts = parts + part:num_moves()
+      check.fails("RS_ERR_UNSUPPORTED", part.execute, part)
+      part:close()
+    end
+    check.eq(parts >= q.plan:num_moves(), true, "every move in a part")
+    q.ctx:set_param("plan_part", 5)
+    check.fails("RS_ERR_UNKNOWN_RANK", reshard.plan, q.src, q.dst)
+    q.ctx:set_param("plan_part", -1)
     q.plan:close()
   end)
 end)

@@ -34,6 +34,7 @@ class Param(enum.IntEnum):
     SLICE_BYTES = 101
     TIMEOUT_MS = 200
     INTEGRITY = 201
+    PLAN_PART = 300
 
 
 def _param(p: Union[Param, int, str]) -> int:
@@ -286,6 +287,17 @@ class Context(_Handle):
     @integrity.setter
     def integrity(self, value: bool) -> None:
         self.set_param(Param.INTEGRITY, 1 if value else 0)
+
+    @property
+    def plan_part(self) -> int:
+        """Which part of a plan made afterwards is kept: -1 the whole
+        plan, a rank only what that rank sends, receives, forwards and
+        copies (between processes: this process's rank)."""
+        return self.get_param(Param.PLAN_PART)
+
+    @plan_part.setter
+    def plan_part(self, rank: int) -> None:
+        self.set_param(Param.PLAN_PART, rank)
 
     # ---- what is made from it ---------------------------------------------------
 

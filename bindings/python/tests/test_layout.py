@@ -141,6 +141,35 @@ def test_plan_inspection(ctx):
             plan.stat("bytes_everywhere")
 
 
+def test_plan_part(ctx):
+    """A plan's part: only that rank's moves, every rank's figures."""
+    src = ctx.layout().add_tensor("w", "f32", (4, 6)).add_dtensor(
+        "w", mesh_shape=(2,), mesh_ranks=[0, 1], placements=[Shard(0)])
+    dst = ctx.layout().add_tensor("w", "f32", (4, 6)).add_dtensor(
+        "w", mesh_shape=(2,), mesh_ranks=[2, 3], placements=[Replicate()])
+    assert ctx.plan_part == -1
+    with ctx.plan(src, dst) as whole:
+        for rank in range(4):
+            ctx.plan_part = rank
+            with ctx.plan(src, dst) as part:
+                mine = [m for m in whole.moves
+                        if rank in (m["src"]["rank"], m["dst"]["rank"])]
+                assert part.moves == mine and part.num_moves == len(mine)
+                assert part.to_json()["part"] == rank
+                assert part.stats() == whole.stats()
+                assert part.fingerprint == whole.fingerprint
+                with pytest.raises(reshard.UnsupportedError):
+                    part.execute()
+    ctx.plan_part = -1
+    ctx.plan_part = 4  # any rank may be asked for; the plan refuses it
+    with pytest.raises(reshard.ArgumentError) as ei:
+        ctx.plan(src, dst)
+    assert ei.value.status == Status.UNKNOWN_RANK
+    with pytest.raises(reshard.ArgumentError) as ei:
+        ctx.plan_part = -2
+    assert ei.value.status == Status.BAD_PARAM
+
+
 def test_context_settings(ctx):
     assert ctx.world_size == 4 and ctx.rank is None
     assert ctx.ranks == [0, 1, 2, 3]

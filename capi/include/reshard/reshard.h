@@ -277,7 +277,29 @@ typedef enum rs_param {
    *  Default 0; bounds [0, 1]. Read by rs_plan_create (all ranks must
    *  agree). Not on NCCL contexts (RS_ERR_UNSUPPORTED): device memory is
    *  not checksummed. @since 0.1 */
-  RS_PARAM_INTEGRITY = 201
+  RS_PARAM_INTEGRITY = 201,
+  /** Which part of a plan rs_plan_create keeps. -1 (the default): the
+   *  whole plan, every rank's moves. A rank r >= 0: only what rank r
+   *  sends, receives, forwards and copies (the whole plan's moves with r
+   *  at either end, in the same order, and the messages and relay slots
+   *  they use), so that a plan between processes holds its own share of
+   *  the moves instead of every rank's. rs_plan_num_moves,
+   *  rs_plan_move_info, rs_plan_move_box and the "moves" of
+   *  rs_plan_to_json then describe those moves only; rs_plan_stat, the
+   *  "ranks" of rs_plan_to_json, RS_STAT_ROUNDS and the fingerprint still
+   *  describe the whole plan. Planning itself still computes the whole
+   *  plan first: its time and peak memory are the whole plan's; what it
+   *  keeps afterwards is the part.
+   *  In a context that drives one rank (MPI, NCCL) r must be that rank
+   *  (rs_context_rank); every rank keeps its own part and they run
+   *  together as the whole plan would. In a context that drives every
+   *  rank (in process) a part is for inspection: executing it gives
+   *  RS_ERR_UNSUPPORTED. Bounds [-1, 2^31 - 1]; rs_plan_create refuses a
+   *  rank outside the world (RS_ERR_UNKNOWN_RANK) and, in a context that
+   *  drives one rank, another rank's part (RS_ERR_INVALID_ARGUMENT).
+   *  Not part of the fingerprint: the ranks keep different parts of one
+   *  plan. @since 0.5 */
+  RS_PARAM_PLAN_PART = 300
 } rs_param;
 
 /**
