@@ -1,7 +1,8 @@
 """Between processes: run under `mpirun -np 4` (ctest: python.mpi.np4).
 
 Every rank describes only its own shards (add_dtensor(..., only_rank=me)),
-Layout.allgather() shares them, then every rank plans, binds its own
+Layout.allgather() shares them, then every rank plans (keeping only its
+own part, which must be its moves of the whole plan), binds its own
 buffers, executes and checks every element of what it received; the
 sources change and the same plan runs again. Then a rank that adds
 another rank's shard is refused, and ranks that disagree on their inputs
@@ -95,7 +96,12 @@ def main():
         # every rank now holds every rank's shards
         assert src.num_shards == 8, src.num_shards  # 4 ranks x 2 tensors
         assert dst.num_shards == 8, dst.num_shards
+        with reshard.Plan(src, dst) as whole:
+            mine = [m for m in whole.moves
+                    if me in (m["src"]["rank"], m["dst"]["rank"])]
+        ctx.plan_part = me  # each rank keeps only its own part
         with reshard.Plan(src, dst) as plan:
+            assert plan.moves == mine, (me, plan.moves, mine)
             fps = comm.allgather(plan.fingerprint)
             assert len(set(fps)) == 1, fps
             stats = plan.stats()
@@ -140,6 +146,7 @@ def main():
         else:
             raise AssertionError("allgather took another rank's shard")
         lay.close()
+        ctx.plan_part = -1
         # ranks that disagree: MismatchError everywhere, context usable
         a = ctx.layout().add_tensor("m", "u8", (8,)).add_shard(
             "m", me, [2 * me], [2])
