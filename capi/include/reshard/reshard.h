@@ -526,13 +526,17 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * cross between domains once and are forwarded inside them, and how the work
  * is cut into rounds that fit RS_PARAM_STAGING_BYTES per rank. Every rank
  * computes the same plan from the same inputs. The plan copies what it
- * needs: the layouts may be destroyed afterwards. Free with
+ * needs: the layouts may be destroyed afterwards. With RS_PARAM_PLAN_PART
+ * set to a rank (since 0.5) it keeps only that rank's part. Free with
  * rs_plan_destroy().
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_WRONG_CONTEXT, RS_ERR_INCOMPATIBLE
  * (names or shapes differ), RS_ERR_UNSUPPORTED (dtype change),
  * RS_ERR_NOT_COVERED (a destination element no source holds; the message
  * names the tensor and element), RS_ERR_OVERLAP (two destination shards of
- * one rank share bytes), RS_ERR_NO_MEMORY. @since 0.1
+ * one rank share bytes), RS_ERR_UNKNOWN_RANK (RS_PARAM_PLAN_PART names a
+ * rank outside the world), RS_ERR_INVALID_ARGUMENT (RS_PARAM_PLAN_PART
+ * names another rank than the one a context driving one rank drives),
+ * RS_ERR_NO_MEMORY. @since 0.1
  */
 RS_API rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
                                 rs_plan **out);
@@ -579,7 +583,8 @@ typedef enum rs_route {
   RS_ROUTE_INTER = 2  /**< between domains */
 } rs_route;
 
-/** Number of moves (box copies) in the plan. @since 0.1 */
+/** Number of moves (box copies) in the plan; in a plan's part
+ *  (RS_PARAM_PLAN_PART), in that part. @since 0.1 */
 RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
 
 /**
@@ -591,6 +596,8 @@ RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
  * by round, then stage (direct and first-hop moves before the forwards
  * inside a domain), then source rank, then destination rank; so the moves
  * of one message (one round, stage, sender and receiver) are consecutive.
+ * A plan's part (RS_PARAM_PLAN_PART) holds the whole plan's moves that have
+ * its rank at either end, numbered in the same order.
  * Errors: RS_ERR_NULL_POINTER (plan), RS_ERR_INVALID_ARGUMENT (index).
  * @since 0.1 (the order is promised since 0.5)
  */
@@ -635,7 +642,10 @@ RS_API rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out);
  * "converted_sending" / "converted_receiving" elements, and a move that
  * converts its "wire_dtype" and where it "converts": "sender", "receiver"
  * or "copy" (inside one rank); a move that computes block scales from
- * values says "computes_scales". *json is NUL-terminated, owned by the caller
+ * values says "computes_scales". "part" (since 0.5) is -1, or the rank
+ * whose part the plan holds (RS_PARAM_PLAN_PART): then "moves" lists that
+ * part's moves and everything else still describes the whole plan. *json
+ * is NUL-terminated, owned by the caller
  * and freed with rs_free(); *length (may be NULL) gets its length.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_NO_MEMORY. @since 0.1
  */
@@ -658,7 +668,8 @@ typedef enum rs_side {
  * bind of the same (side, rank, buffer) replaces the earlier one; a bind
  * refused with RS_ERR_BUFFER_TOO_SMALL leaves that buffer unbound (the
  * earlier memory is forgotten), so rs_plan_execute refuses to run until it
- * is bound again. A context driving one rank accepts only its own rank.
+ * is bound again. A context driving one rank accepts only its own rank, and
+ * a plan's part (RS_PARAM_PLAN_PART) only its part's rank.
  * The memory must stay valid while the plan executes; libreshard never
  * frees it.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_UNKNOWN_BUFFER
@@ -723,7 +734,9 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
  * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH (ranks disagree, or another
  * rank refused the plan's first execution), RS_ERR_TRANSPORT (a peer gave
- * up, or the context is done), RS_ERR_TIMEOUT, RS_ERR_CORRUPT. @since 0.1
+ * up, or the context is done), RS_ERR_TIMEOUT, RS_ERR_CORRUPT,
+ * RS_ERR_UNSUPPORTED (a plan's part, RS_PARAM_PLAN_PART, on a context that
+ * drives every rank: there a part is for inspection). @since 0.1
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
 
