@@ -136,7 +136,7 @@ rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err) {
   rsi_pool boxes = {0};
   rs_status st = msgs && moves && relays && relay_at ? RS_OK : RSI_NOMEM(err);
   if (st == RS_OK) st = rsi_pool_reserve(&boxes, nboxes, err);
-  for (int64_t i = 0; i < plan->nrelays; i++) relay_at[i] = -1;
+  for (int64_t i = 0; st == RS_OK && i < plan->nrelays; i++) relay_at[i] = -1;
   int64_t k = 0, nk = 0, nr = 0;
   for (int64_t i = 0; st == RS_OK && i < plan->nmsgs; i++) {
     const rsi_message *g = &plan->msgs[i];
