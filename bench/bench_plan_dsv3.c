@@ -581,8 +581,8 @@ int main(int argc, char **argv) {
       snprintf(a, sizeof a, "%.2f", (double)part_heap[k] / BENCH_MIB);
       snprintf(b, sizeof b, "%.1f (whole)", (double)heap_plan / BENCH_MIB);
       snprintf(c, sizeof c, "%.4f", (double)part_heap[k] / (double)heap_plan);
-      bench_table_row(k ? "plan held, inference rank's part [MiB]"
-                        : "plan held, trainer rank's part [MiB]",
+      bench_table_row(k ? "plan held, inference part [MiB]"
+                        : "plan held, trainer part [MiB]",
                       a, b, c);
     }
   snprintf(a, sizeof a, "%lld", (long long)moves);
