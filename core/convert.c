@@ -15,6 +15,7 @@
 #include "convert.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "convert_elem.h"
@@ -38,11 +39,28 @@ static bool is_float_dtype(rs_dtype t) {
 
 /* ---- casts ------------------------------------------------------------ */
 
-#define RSI_CAST_FN(name, dst_t, src_t, expr)                            \
+/* A shard may start at any byte offset (rs_layout_add_shard), so either
+ * end of a cast may be misaligned for its type: then the elements go
+ * through memcpy, never through a misaligned typed access, which C leaves
+ * undefined (and a vectorizer may turn into an aligned vector store). */
+#define RSI_CAST_FN(name, dst_t, src_t, expr)                               \
+  static void name##_unaligned(unsigned char *d, const unsigned char *s,    \
+                               int64_t n) {                                 \
+    for (int64_t i = 0; i < n; i++) {                                       \
+      src_t x;                                                              \
+      memcpy(&x, s + i * (int64_t)sizeof x, sizeof x);                      \
+      dst_t y = expr(x);                                                    \
+      memcpy(d + i * (int64_t)sizeof y, &y, sizeof y);                      \
+    }                                                                       \
+  }                                                                         \
   RSI_SIMD_CLONES static void name(void *dst, const void *src, int64_t n) { \
-    dst_t *restrict d = dst;                                             \
-    const src_t *restrict s = src;                                       \
-    for (int64_t i = 0; i < n; i++) d[i] = expr(s[i]);                  \
+    if ((uintptr_t)dst % sizeof(dst_t) || (uintptr_t)src % sizeof(src_t)) { \
+      name##_unaligned(dst, src, n);                                        \
+      return;                                                               \
+    }                                                                       \
+    dst_t *restrict d = dst;                                                \
+    const src_t *restrict s = src;                                          \
+    for (int64_t i = 0; i < n; i++) d[i] = expr(s[i]);                      \
   }
 
 RSI_CAST_FN(cast_bf16_f32, float, uint16_t, rsi_bf16_to_f32)

@@ -19,7 +19,11 @@
  *     destination byte no shard covers is untouched, and a second execution
  *     after the sources changed delivers the new values;
  *   - one rank's part (RS_PARAM_PLAN_PART) holds exactly that rank's moves
- *     of the whole plan, in order. */
+ *     of the whole plan, in order.
+ * The destination now and then casts a float tensor (f32, bf16, f16) to
+ * another of the three: every destination element must then hold the
+ * source value cast as core/convert_elem.h defines it. */
+#include "convert_elem.h"
 #include "fuzz_common.h"
 #include "rt_util.h"
 #include "rt_value.h"
@@ -34,8 +38,8 @@
 
 typedef struct tensor {
   char name[16];
-  rs_dtype dt;
-  int esize, ndim;
+  rs_dtype dt, dst_dt; /* the destination may cast f32, bf16, f16 */
+  int esize, dst_esize, ndim;
   int64_t shape[RS_MAX_DIMS];
   bool big;
 } tensor;
@@ -76,9 +80,14 @@ static int64_t last_elem(int ndim, const int64_t *ext, const int64_t *st) {
   return last;
 }
 
-static int64_t byte_end(const tensor *t, const rec *r) {
+/* A tensor's element size on side s. */
+static int esize_on(const tensor *t, int s) {
+  return s == RS_SIDE_DST ? t->dst_esize : t->esize;
+}
+
+static int64_t byte_end(const tensor *t, int s, const rec *r) {
   return r->byte_offset +
-         (last_elem(t->ndim, r->ext, r->strides) + 1) * t->esize;
+         (last_elem(t->ndim, r->ext, r->strides) + 1) * esize_on(t, s);
 }
 
 static void dense(int ndim, const int64_t *ext, int64_t *st) {
@@ -104,6 +113,8 @@ static void declare(fz_in *in, world *w) {
     snprintf(t->name, sizeof t->name, "t%d", i);
     t->dt = dtypes[fz_below(in, 15)];
     t->esize = (int)rs_dtype_size(t->dt);
+    t->dst_dt = t->dt;
+    t->dst_esize = t->esize;
     t->ndim = 1 + fz_below(in, fz_u8(in) < 16 ? 6 : 3);
     int64_t bytes = t->esize;
     for (int d = 0; d < t->ndim; d++) {
@@ -121,11 +132,17 @@ static void declare(fz_in *in, world *w) {
   }
 }
 
+static bool castable(rs_dtype d) {
+  return d == RS_DTYPE_F32 || d == RS_DTYPE_BF16 || d == RS_DTYPE_F16;
+}
+
 /* Declare the tensors on one side; the destination now and then gets a
- * tensor declared differently or left out. */
+ * tensor declared differently or left out, or casts a float tensor to
+ * another of f32, bf16 and f16 (a dtype change the plan makes). */
 static void declare_side(fz_in *in, world *w, int s) {
+  static const rs_dtype casts[3] = {RS_DTYPE_F32, RS_DTYPE_BF16, RS_DTYPE_F16};
   for (int i = 0; i < w->nt; i++) {
-    const tensor *t = &w->t[i];
+    tensor *t = &w->t[i];
     int64_t shape[RS_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     rs_dtype dt = t->dt;
@@ -137,6 +154,12 @@ static void declare_side(fz_in *in, world *w, int s) {
       if (k == 0xFF) continue;          /* missing */
       if (k == 0xFE) shape[0] += 1;     /* another shape */
       if (k == 0xFD) dt = dt == RS_DTYPE_U8 ? RS_DTYPE_I8 : RS_DTYPE_U8;
+      if (k >= 0xF8 && k < 0xFD && castable(dt)) {
+        rs_dtype to = casts[k % 3];
+        if (to == dt) to = casts[(k + 1) % 3];
+        dt = t->dst_dt = to;
+        t->dst_esize = (int)rs_dtype_size(to);
+      }
     }
     rs_status st = rs_layout_add_tensor(w->s[s].l, t->name, dt, t->ndim, shape);
     FZ_CHECK(st == RS_OK, "add_tensor of a valid tensor: %s (%s)",
@@ -175,7 +198,7 @@ static bool add_rec(world *w, int s, const rec *r, bool raw) {
   if (raw) sd->raw = true;
   if (r->rank >= 0 && r->rank < MAXW && r->buffer >= 0 && r->buffer < NBUF &&
       !raw) {
-    int64_t end = byte_end(t, r);
+    int64_t end = byte_end(t, s, r);
     if (end > sd->used[r->rank][r->buffer]) sd->used[r->rank][r->buffer] = end;
   }
   return true;
@@ -221,7 +244,7 @@ static void op_box(fz_in *in, world *w, int s, int kind) {
       }
     }
   }
-  r.byte_offset = place(in, sd, r.rank, r.buffer, t->esize);
+  r.byte_offset = place(in, sd, r.rank, r.buffer, esize_on(t, s));
   add_rec(w, s, &r, false);
 }
 
@@ -301,7 +324,7 @@ static void op_dtensor(fz_in *in, world *w, int s) {
       continue;
     }
     sd->r[sd->n++] = r;
-    int64_t end = byte_end(t, &r);
+    int64_t end = byte_end(t, s, &r);
     if (end > sd->used[r.rank][buffer]) sd->used[r.rank][buffer] = end;
   }
 }
@@ -353,7 +376,8 @@ static void check_queries(world *w, rs_plan *plan) {
  * position in the buffer. */
 typedef void (*visit_fn)(void *arg, int64_t lin, int64_t at);
 
-static void visit(const tensor *t, const rec *r, visit_fn fn, void *arg) {
+static void visit(const tensor *t, const rec *r, int esize, visit_fn fn,
+                  void *arg) {
   int64_t idx[RS_MAX_DIMS] = {0};
   for (;;) {
     int64_t lin = 0, el = 0;
@@ -361,7 +385,7 @@ static void visit(const tensor *t, const rec *r, visit_fn fn, void *arg) {
       lin = lin * t->shape[d] + r->off[d] + idx[d];
       el += idx[d] * r->strides[d];
     }
-    fn(arg, lin, r->byte_offset + el * t->esize);
+    fn(arg, lin, r->byte_offset + el * esize);
     int d = t->ndim - 1;
     for (; d >= 0; d--) {
       if (++idx[d] < r->ext[d]) break;
@@ -373,9 +397,26 @@ static void visit(const tensor *t, const rec *r, visit_fn fn, void *arg) {
 
 typedef struct vis {
   unsigned char *buf, *covered;
-  int gen, t, esize;
+  int gen, t, esize; /* esize: of the source values */
+  rs_dtype from, to; /* check: the value cast from -> to */
   const char *where;
 } vis;
+
+/* The bits of value x of dtype `from` cast to `to`, as core/convert_elem.h
+ * defines the casts (the engines' per-element math). */
+static uint64_t cast_bits(uint64_t x, rs_dtype from, rs_dtype to) {
+  if (from == to) return x;
+  if (from == RS_DTYPE_F16 && to == RS_DTYPE_BF16)
+    return rsi_f16_to_bf16((uint16_t)x);
+  if (from == RS_DTYPE_BF16 && to == RS_DTYPE_F16)
+    return rsi_bf16_to_f16((uint16_t)x);
+  float f = from == RS_DTYPE_F32    ? rsi_bits_f32((uint32_t)x)
+            : from == RS_DTYPE_BF16 ? rsi_bf16_to_f32((uint16_t)x)
+                                    : rsi_f16_to_f32((uint16_t)x);
+  return to == RS_DTYPE_F32    ? rsi_f32_bits(f)
+         : to == RS_DTYPE_BF16 ? rsi_f32_to_bf16(f)
+                               : rsi_f32_to_f16(f);
+}
 
 static void store(void *arg, int64_t lin, int64_t at) {
   vis *v = arg;
@@ -385,13 +426,16 @@ static void store(void *arg, int64_t lin, int64_t at) {
 
 static void check(void *arg, int64_t lin, int64_t at) {
   vis *v = arg;
-  uint64_t want = rt_value((uint64_t)v->gen, (uint64_t)v->t, lin,
-                           (size_t)v->esize);
-  uint64_t got = rt_load(v->buf + at, (size_t)v->esize);
-  FZ_CHECK(got == want, "%s: tensor t%d element %lld holds %llx, want %llx",
-           v->where, v->t, (long long)lin, (unsigned long long)got,
-           (unsigned long long)want);
-  for (int i = 0; i < v->esize; i++) v->covered[at + i] = 1;
+  uint64_t want = cast_bits(rt_value((uint64_t)v->gen, (uint64_t)v->t, lin,
+                                     (size_t)v->esize),
+                            v->from, v->to);
+  size_t size = rs_dtype_size(v->to);
+  uint64_t got = rt_load(v->buf + at, size);
+  FZ_CHECK(got == want, "%s: tensor t%d element %lld holds %llx, want %llx "
+           "(%s -> %s)", v->where, v->t, (long long)lin,
+           (unsigned long long)got, (unsigned long long)want,
+           rs_dtype_name(v->from), rs_dtype_name(v->to));
+  for (size_t i = 0; i < size; i++) v->covered[at + i] = 1;
 }
 
 static bool executable(const world *w) {
@@ -432,18 +476,20 @@ static void execute_and_verify(world *w, rs_plan *plan) {
     const side *src = &w->s[RS_SIDE_SRC], *dst = &w->s[RS_SIDE_DST];
     for (int i = 0; i < src->n; i++) {
       const rec *r = &src->r[i];
-      vis v = {buf[0][r->rank][r->buffer], NULL, gen, r->t,
-               w->t[r->t].esize, "source"};
-      visit(&w->t[r->t], r, store, &v);
+      const tensor *t = &w->t[r->t];
+      vis v = {buf[0][r->rank][r->buffer], NULL, gen, r->t, t->esize,
+               t->dt, t->dt, "source"};
+      visit(t, r, t->esize, store, &v);
     }
     rs_status st = rs_plan_execute(plan);
     FZ_CHECK(st == RS_OK, "execute (generation %d): %s (%s)", gen,
              rs_status_name(st), rs_context_last_error(w->ctx));
     for (int i = 0; i < dst->n; i++) {
       const rec *r = &dst->r[i];
+      const tensor *t = &w->t[r->t];
       vis v = {buf[1][r->rank][r->buffer], cov[r->rank][r->buffer], gen,
-               r->t, w->t[r->t].esize, "destination"};
-      visit(&w->t[r->t], r, check, &v);
+               r->t, t->esize, t->dt, t->dst_dt, "destination"};
+      visit(t, r, t->dst_esize, check, &v);
     }
     for (int r = 0; r < w->size; r++)
       for (int b = 0; b < NBUF; b++)
