@@ -86,34 +86,17 @@ static rs_status keep_side(const rs_plan *plan, rsi_side *s, int rank,
   return RS_OK;
 }
 
-/* A move's index at one end after the sides were cut. */
-static int32_t shard_at(const int64_t *const map[2], int kind, int32_t i) {
-  return kind == RSI_EP_SRC   ? (int32_t)map[RS_SIDE_SRC][i]
-         : kind == RSI_EP_DST ? (int32_t)map[RS_SIDE_DST][i]
-                              : i;
-}
-
-/* The sides cut to the rank, and the kept moves' shard ends renumbered. */
-static rs_status keep_sides(rs_plan *plan, int rank, rsi_err *err) {
-  int64_t *map[2] = {NULL, NULL};
-  rs_status st = RS_OK;
-  for (int s = 0; s < 2 && st == RS_OK; s++) {
-    int64_t n = plan->side[s].nshards;
-    map[s] = malloc((size_t)(n ? n : 1) * sizeof *map[s]);
-    st = map[s] ? RS_OK : RSI_NOMEM(err);
-  }
-  /* the second side failing leaves the first cut: the plan is destroyed */
-  for (int s = 0; s < 2 && st == RS_OK; s++)
-    st = keep_side(plan, &plan->side[s], rank, map[s], err);
-  for (int64_t i = 0; st == RS_OK && i < plan->nmoves; i++) {
-    rsi_move *m = &plan->moves[i];
-    const int64_t *const maps[2] = {map[0], map[1]};
-    m->src_index = shard_at(maps, m->src_kind, m->src_index);
-    m->dst_index = shard_at(maps, m->dst_kind, m->dst_index);
-  }
-  free(map[0]);
-  free(map[1]);
-  return st;
+/* A move's index at one end of kind `kind` in the part: a shard through
+ * its side's map, a relay slot through keep_relay. */
+static rs_status end_index(const rs_plan *plan, int64_t *const map[2],
+                           int kind, int ndim, int64_t *relay_at,
+                           rsi_relay *relays, int64_t *nrelays,
+                           rsi_pool *boxes, int32_t *index, rsi_err *err) {
+  if (kind == RSI_EP_RELAY)
+    return keep_relay(plan, *index, ndim, relay_at, relays, nrelays, boxes,
+                      index, err);
+  *index = (int32_t)map[kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST][*index];
+  return RS_OK;
 }
 
 rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err) {
@@ -133,9 +116,19 @@ rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err) {
       malloc((size_t)(nmoves ? 2 * nmoves : 1) * sizeof *relays);
   int64_t *relay_at =
       malloc((size_t)(plan->nrelays ? plan->nrelays : 1) * sizeof *relay_at);
+  int64_t *map[2] = {
+      malloc((size_t)(plan->side[0].nshards ? plan->side[0].nshards : 1) *
+             sizeof *map[0]),
+      malloc((size_t)(plan->side[1].nshards ? plan->side[1].nshards : 1) *
+             sizeof *map[1])};
   rsi_pool boxes = {0};
-  rs_status st = msgs && moves && relays && relay_at ? RS_OK : RSI_NOMEM(err);
+  rs_status st = msgs && moves && relays && relay_at && map[0] && map[1]
+                     ? RS_OK
+                     : RSI_NOMEM(err);
   if (st == RS_OK) st = rsi_pool_reserve(&boxes, nboxes, err);
+  /* the second side failing leaves the first cut: the plan is destroyed */
+  for (int side = 0; side < 2 && st == RS_OK; side++)
+    st = keep_side(plan, &plan->side[side], rank, map[side], err);
   for (int64_t i = 0; st == RS_OK && i < plan->nrelays; i++) relay_at[i] = -1;
   int64_t k = 0, nk = 0, nr = 0;
   for (int64_t i = 0; st == RS_OK && i < plan->nmsgs; i++) {
@@ -149,16 +142,18 @@ rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err) {
       int nd = plan->tensors[m.tensor].ndim;
       m.box = copy_box(&boxes, &plan->boxes, m.box, nd, err);
       if (m.box < 0) st = RS_ERR_NO_MEMORY;
-      if (st == RS_OK && m.src_kind == RSI_EP_RELAY)
-        st = keep_relay(plan, m.src_index, nd, relay_at, relays, &nr, &boxes,
-                        &m.src_index, err);
-      if (st == RS_OK && m.dst_kind == RSI_EP_RELAY)
-        st = keep_relay(plan, m.dst_index, nd, relay_at, relays, &nr, &boxes,
-                        &m.dst_index, err);
+      if (st == RS_OK)
+        st = end_index(plan, map, m.src_kind, nd, relay_at, relays, &nr,
+                       &boxes, &m.src_index, err);
+      if (st == RS_OK)
+        st = end_index(plan, map, m.dst_kind, nd, relay_at, relays, &nr,
+                       &boxes, &m.dst_index, err);
       moves[k++] = m;
     }
   }
   free(relay_at);
+  free(map[0]);
+  free(map[1]);
   if (st != RS_OK) {
     free(msgs);
     free(moves);
@@ -179,5 +174,5 @@ rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err) {
   plan->nrelays = plan->cap_relays = nr;
   plan->boxes = boxes;
   plan->part = rank;
-  return keep_sides(plan, rank, err);
+  return RS_OK;
 }

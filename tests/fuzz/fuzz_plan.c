@@ -22,8 +22,10 @@
  *     of the whole plan, in order.
  * The destination now and then casts a float tensor (f32, bf16, f16) to
  * another of the three: every destination element must then hold the
- * source value cast as core/convert_elem.h defines it. */
-#include "convert_elem.h"
+ * source value cast by the host engine's own per-pair cast (convert.h),
+ * one element at a time, away from the plan, the transport and the
+ * executor. */
+#include "convert.h"
 #include "fuzz_common.h"
 #include "rt_util.h"
 #include "rt_value.h"
@@ -132,8 +134,9 @@ static void declare(fz_in *in, world *w) {
   }
 }
 
+/* A float dtype the engines cast (f32, bf16, f16). */
 static bool castable(rs_dtype d) {
-  return d == RS_DTYPE_F32 || d == RS_DTYPE_BF16 || d == RS_DTYPE_F16;
+  return rsi_convert_cast_fn(RS_DTYPE_F32, d) != NULL;
 }
 
 /* Declare the tensors on one side; the destination now and then gets a
@@ -402,20 +405,14 @@ typedef struct vis {
   const char *where;
 } vis;
 
-/* The bits of value x of dtype `from` cast to `to`, as core/convert_elem.h
- * defines the casts (the engines' per-element math). */
+/* The bits of value x of dtype `from` cast to `to`: one element through
+ * the engine's cast of that pair, stored and loaded as the buffers are. */
 static uint64_t cast_bits(uint64_t x, rs_dtype from, rs_dtype to) {
   if (from == to) return x;
-  if (from == RS_DTYPE_F16 && to == RS_DTYPE_BF16)
-    return rsi_f16_to_bf16((uint16_t)x);
-  if (from == RS_DTYPE_BF16 && to == RS_DTYPE_F16)
-    return rsi_bf16_to_f16((uint16_t)x);
-  float f = from == RS_DTYPE_F32    ? rsi_bits_f32((uint32_t)x)
-            : from == RS_DTYPE_BF16 ? rsi_bf16_to_f32((uint16_t)x)
-                                    : rsi_f16_to_f32((uint16_t)x);
-  return to == RS_DTYPE_F32    ? rsi_f32_bits(f)
-         : to == RS_DTYPE_BF16 ? rsi_f32_to_bf16(f)
-                               : rsi_f32_to_f16(f);
+  unsigned char in[8], out[8];
+  rt_store(in, rs_dtype_size(from), x);
+  rsi_convert_cast_fn(to, from)(out, in, 1);
+  return rt_load(out, rs_dtype_size(to));
 }
 
 static void store(void *arg, int64_t lin, int64_t at) {

@@ -638,12 +638,15 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
   EXPECT(c, got == want[1], "destination layout holds %lld shards after "
          "allgather, the model %lld", (long long)got, (long long)want[1]);
 
-  if (!o->whole_plan)
-    h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, h_rank), ctx,
-         "keep this rank's part of plans");
+  int64_t part_before = -1;
+  rs_context_get_param(ctx, RS_PARAM_PLAN_PART, &part_before);
+  h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART,
+                               o->whole_plan ? -1 : h_rank),
+       ctx, "which part of plans to keep");
   rs_status made = rs_plan_create(src, dst, &plan);
+  /* the global plan below is the whole one; the caller's setting after */
   h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, -1), ctx,
-       "keep whole plans again");
+       "keep whole plans");
   if (h_ok(c, made, ctx, "rs_plan_create")) {
     int64_t nm = 0;
     rs_plan_num_moves(plan, &nm);
@@ -673,6 +676,7 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
              h_rank, o->whole_plan ? "plan" : "part", why);
     }
   }
+  rs_context_set_param(ctx, RS_PARAM_PLAN_PART, part_before);
   if (plan && o->plan_check) o->plan_check(c, plan, ctx, m, o->arg);
   if (!h_all_ok(c)) goto done;
 
