@@ -40,27 +40,21 @@ static bool is_float_dtype(rs_dtype t) {
 /* ---- casts ------------------------------------------------------------ */
 
 /* A shard may start at any byte offset (rs_layout_add_shard), so either
- * end of a cast may be misaligned for its type: then the elements go
- * through memcpy, never through a misaligned typed access, which C leaves
- * undefined (and a vectorizer may turn into an aligned vector store). */
+ * end of a cast may be misaligned for its type. Elements go through
+ * memcpy, never through a misaligned typed access, which C leaves
+ * undefined (and a vectorizer may turn into an aligned vector store); a
+ * memcpy of one element compiles to a plain load or store, vectorized as
+ * unaligned ones, as fast as aligned ones on aligned data. */
 #define RSI_CAST_FN(name, dst_t, src_t, expr)                               \
-  static void name##_unaligned(unsigned char *d, const unsigned char *s,    \
-                               int64_t n) {                                 \
+  RSI_SIMD_CLONES static void name(void *dst, const void *src, int64_t n) { \
+    unsigned char *restrict d = dst;                                        \
+    const unsigned char *restrict s = src;                                  \
     for (int64_t i = 0; i < n; i++) {                                       \
       src_t x;                                                              \
       memcpy(&x, s + i * (int64_t)sizeof x, sizeof x);                      \
       dst_t y = expr(x);                                                    \
       memcpy(d + i * (int64_t)sizeof y, &y, sizeof y);                      \
     }                                                                       \
-  }                                                                         \
-  RSI_SIMD_CLONES static void name(void *dst, const void *src, int64_t n) { \
-    if ((uintptr_t)dst % sizeof(dst_t) || (uintptr_t)src % sizeof(src_t)) { \
-      name##_unaligned(dst, src, n);                                        \
-      return;                                                               \
-    }                                                                       \
-    dst_t *restrict d = dst;                                                \
-    const src_t *restrict s = src;                                          \
-    for (int64_t i = 0; i < n; i++) d[i] = expr(s[i]);                      \
   }
 
 RSI_CAST_FN(cast_bf16_f32, float, uint16_t, rsi_bf16_to_f32)
@@ -140,16 +134,38 @@ static inline int64_t block_end(int64_t c, int64_t len, int64_t n) {
   return n - c < len ? n : c + len;
 }
 
+/* The row kernels read their source through these: a values shard may
+ * start at any byte offset (as the casts' note says), and a memcpy of
+ * one element is a plain load that the vectorizer turns into unaligned
+ * vector loads, where a misaligned typed access would be undefined. */
+static inline uint16_t load_u16(const unsigned char *s, int64_t i) {
+  uint16_t v;
+  memcpy(&v, s + 2 * i, sizeof v);
+  return v;
+}
+
+static inline uint32_t load_u32(const unsigned char *s, int64_t i) {
+  uint32_t v;
+  memcpy(&v, s + 4 * i, sizeof v);
+  return v;
+}
+
+static inline float load_f32(const unsigned char *s, int64_t i) {
+  float v;
+  memcpy(&v, s + 4 * i, sizeof v);
+  return v;
+}
+
 /* Folds the largest |x| bit pattern ("key") of each block into keys[]. */
 RSI_SIMD_CLONES
 static void amax_row16(const void *src, int64_t n, int64_t b, int64_t first,
                        uint32_t *keys) {
-  const uint16_t *restrict s = src;
+  const unsigned char *restrict s = src;
   for (int64_t c = 0, j = 0, len = b - first; c < n; c += len, len = b, j++) {
     int64_t end = block_end(c, len, n);
     uint16_t k = (uint16_t)keys[j];
     for (int64_t i = c; i < end; i++) {
-      uint16_t a = s[i] & 0x7fffu;
+      uint16_t a = load_u16(s, i) & 0x7fffu;
       k = a > k ? a : k;
     }
     keys[j] = k;
@@ -159,12 +175,12 @@ static void amax_row16(const void *src, int64_t n, int64_t b, int64_t first,
 RSI_SIMD_CLONES
 static void amax_row32(const void *src, int64_t n, int64_t b, int64_t first,
                        uint32_t *keys) {
-  const float *restrict s = src;
+  const unsigned char *restrict s = src;
   for (int64_t c = 0, j = 0, len = b - first; c < n; c += len, len = b, j++) {
     int64_t end = block_end(c, len, n);
     uint32_t k = keys[j];
     for (int64_t i = c; i < end; i++) {
-      uint32_t a = rsi_f32_bits(s[i]) & 0x7fffffffu;
+      uint32_t a = load_u32(s, i) & 0x7fffffffu;
       k = a > k ? a : k;
     }
     keys[j] = k;
@@ -205,26 +221,26 @@ static inline float bf16_bits_f32(uint16_t h) {
 
 /* Quantizes each block dividing by its scale, or multiplying by the exact
  * reciprocal of a power-of-two one. */
-#define RSI_QUANT_ROW(suffix, src_t, widen)                                  \
+#define RSI_QUANT_ROW(suffix, load, widen)                                   \
   RSI_SIMD_CLONES static void quant_row_##suffix(                            \
       uint8_t *restrict d, const void *src, int64_t n, int64_t b,            \
       int64_t first, const float *scales) {                                  \
-    const src_t *restrict s = src;                                           \
+    const unsigned char *restrict s = src;                                   \
     for (int64_t c = 0, j = 0, len = b - first; c < n;                       \
          c += len, len = b, j++) {                                           \
       int64_t end = block_end(c, len, n);                                    \
       float scale = scales[j], inv = 0;                                      \
       if (exact_reciprocal(scale, &inv))                                     \
         for (int64_t i = c; i < end; i++)                                    \
-          d[i] = rsi_f32_to_e4m3_sat(widen(s[i]) * inv);                     \
+          d[i] = rsi_f32_to_e4m3_sat(widen(load(s, i)) * inv);               \
       else                                                                   \
         for (int64_t i = c; i < end; i++)                                    \
-          d[i] = rsi_f32_to_e4m3_sat(widen(s[i]) / scale);                   \
+          d[i] = rsi_f32_to_e4m3_sat(widen(load(s, i)) / scale);             \
     }                                                                        \
   }
 
-RSI_QUANT_ROW(f32, float, same_f32)
-RSI_QUANT_ROW(f16, uint16_t, rsi_f16_to_f32)
+RSI_QUANT_ROW(f32, load_f32, same_f32)
+RSI_QUANT_ROW(f16, load_u16, rsi_f16_to_f32)
 
 /* bf16 two elements at a time: a 32-bit word holds a pair, whose f32
  * widenings are the word shifted and masked (no widening shuffle), and
@@ -234,11 +250,11 @@ RSI_QUANT_ROW(f16, uint16_t, rsi_f16_to_f32)
  * put back. The pair order inside a word does not matter, so this holds
  * on either byte order. */
 #define RSI_QUANT_PAIRS_BF16(name, op)                                       \
-  static inline void name(uint8_t *restrict d, const uint16_t *restrict s,   \
-                          int64_t pairs, float arg) {                        \
+  static inline void name(uint8_t *restrict d,                               \
+                          const unsigned char *restrict s, int64_t pairs,    \
+                          float arg) {                                       \
     for (int64_t p = 0; p < pairs; p++) {                                    \
-      uint32_t w;                                                            \
-      memcpy(&w, s + 2 * p, sizeof w);                                       \
+      uint32_t w = load_u32(s, p);                                           \
       uint32_t mag = w & 0x7fff7fffu;                                        \
       float lo = rsi_bits_f32(mag << 16) op arg;                             \
       float hi = rsi_bits_f32(mag & 0xffff0000u) op arg;                     \
@@ -256,7 +272,7 @@ RSI_QUANT_PAIRS_BF16(quant_pairs_div_bf16, /)
 RSI_SIMD_CLONES
 static void quant_row_bf16(uint8_t *restrict d, const void *src, int64_t n,
                            int64_t b, int64_t first, const float *scales) {
-  const uint16_t *restrict s = src;
+  const unsigned char *restrict s = src;
   for (int64_t c = 0, j = 0, len = b - first; c < n; c += len, len = b, j++) {
     int64_t end = block_end(c, len, n);
     float scale = scales[j], inv = 0;
@@ -264,16 +280,16 @@ static void quant_row_bf16(uint8_t *restrict d, const void *src, int64_t n,
     uint32_t u = rsi_f32_bits(scale);
     if (u == 0 || u >= 0x7f800000u) { /* NaN, infinite, zero or negative */
       for (int64_t i = c; i < end; i++)
-        d[i] = rsi_f32_to_e4m3_sat(bf16_bits_f32(s[i]) / scale);
+        d[i] = rsi_f32_to_e4m3_sat(bf16_bits_f32(load_u16(s, i)) / scale);
       continue;
     }
     int64_t pairs = (end - c) / 2;
     if (mul)
-      quant_pairs_mul_bf16(d + c, s + c, pairs, inv);
+      quant_pairs_mul_bf16(d + c, s + 2 * c, pairs, inv);
     else
-      quant_pairs_div_bf16(d + c, s + c, pairs, scale);
+      quant_pairs_div_bf16(d + c, s + 2 * c, pairs, scale);
     if ((end - c) & 1) {
-      float x = bf16_bits_f32(s[end - 1]);
+      float x = bf16_bits_f32(load_u16(s, end - 1));
       d[end - 1] = rsi_f32_to_e4m3_sat(mul ? x * inv : x / scale);
     }
   }

@@ -419,7 +419,10 @@ Test(convert_rows, casts_every_pair_strided) {
     int64_t dstride = dense ? cols : cols + (int64_t)(rnd(&s) % 9);
     size_t ses = rsi_dtype_size(st), des = rsi_dtype_size(dt);
     int64_t sn = rows * sstride, dn = rows * dstride;
-    char *src = malloc((size_t)sn * ses + 1), *dst = malloc((size_t)dn * des + 1);
+    /* a shard may start at any byte: either end at an odd address too */
+    int64_t sskew = (trial / 9) % 2, dskew = (trial / 18) % 2;
+    char *sbuf = malloc((size_t)sn * ses + 2), *dbuf = malloc((size_t)dn * des + 2);
+    char *src = sbuf + sskew, *dst = dbuf + dskew;
     fill_random(src, st, sn, &s);
     memset(dst, 0xA5, (size_t)dn * des + 1);
     rsi_err err = {0};
@@ -440,8 +443,8 @@ Test(convert_rows, casts_every_pair_strided) {
                      rsi_dtype_name(st), rsi_dtype_name(dt), (long long)rows,
                      (long long)cols, (long long)r, (long long)c, got, want);
       }
-    free(src);
-    free(dst);
+    free(sbuf);
+    free(dbuf);
   }
 }
 
@@ -705,9 +708,10 @@ static uint32_t key_of(rs_dtype t, const void *p, int64_t i) {
   return load_bits(t, p, i) & (t == RS_DTYPE_F32 ? 0x7fffffffu : 0x7fffu);
 }
 
-/* Rows cut into blocks from any column of a first block (element 0 at odd
- * addresses too), each block with its own scale, special ones among them;
- * keys folded into keys already there. */
+/* Rows cut into blocks from any column of a first block (element 0 one
+ * element in, or at an odd byte address, as a shard may start), each
+ * block with its own scale, special ones among them; keys folded into
+ * keys already there. */
 Test(convert_row_kernels, blocks_of_a_row) {
   uint64_t s = test_seed();
   const uint32_t special[] = {0x7fc00000u, 0x7f800000u, 0, 0xbf800000u, 1,
@@ -716,12 +720,13 @@ Test(convert_row_kernels, blocks_of_a_row) {
     rs_dtype t = FLOATS[trial % 3];
     const rsi_e4m3_rows *k = rsi_convert_e4m3_rows(t);
     int64_t cols = (int64_t)(rnd(&s) % 400), b1 = 1 + (int64_t)(rnd(&s) % 70);
-    int64_t first = (int64_t)(rnd(&s) % (uint64_t)b1), skew = trial & 1;
+    int64_t first = (int64_t)(rnd(&s) % (uint64_t)b1);
     int64_t nb = (first + cols + b1 - 1) / b1 + 1;
     size_t es = rsi_dtype_size(t);
+    int64_t skew = (int64_t[]){0, (int64_t)es, 1}[(trial / 3) % 3]; /* bytes */
     char *buf = malloc((size_t)(cols + 1) * es + 1);
     fill_random(buf, t, cols + 1, &s);
-    const char *src = buf + skew * (int64_t)es;
+    const char *src = buf + skew;
     uint8_t *dst = malloc((size_t)cols + 1);
     float *scales = malloc(sizeof(float) * (size_t)nb);
     uint32_t *keys = malloc(sizeof(uint32_t) * (size_t)nb);

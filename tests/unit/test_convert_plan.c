@@ -34,6 +34,7 @@ typedef struct job {
   int64_t block[2];
   bool ue8m0;
   rs_dtype from, to;
+  int64_t skew; /* every shard's byte offset in its buffer (odd: misaligned) */
   piece srcs[MAX_SHARDS], dsts[MAX_SHARDS], scales[MAX_SHARDS];
   int nsrc, ndst, nscale;
   void *sbuf[MAX_SHARDS], *dbuf[MAX_SHARDS], *cbuf[MAX_SHARDS];
@@ -66,7 +67,8 @@ static void make_values(job *j) {
 static void add(job *j, rs_layout *l, const char *name, const piece *p,
                 int buffer) {
   rs_status st = rs_layout_add_shard(l, name, p->rank, I64(p->r0, p->c0),
-                                     I64(p->rows, p->cols), buffer, 0, NULL);
+                                     I64(p->rows, p->cols), buffer, j->skew,
+                                     NULL);
   cr_assert_eq(st, RS_OK, "add_shard %s: %s", name,
                rs_context_last_error(j->ctx));
 }
@@ -110,19 +112,19 @@ static void bind_and_run(job *j) {
   for (int i = 0; i < j->nsrc; i++) {
     const piece *p = &j->srcs[i];
     int64_t es = esize(j->from);
-    unsigned char *b = malloc((size_t)(p->rows * p->cols * es));
+    size_t n = (size_t)(j->skew + p->rows * p->cols * es);
+    unsigned char *b = malloc(n);
     for (int64_t r = 0; r < p->rows; r++)
-      memcpy(b + r * p->cols * es,
+      memcpy(b + j->skew + r * p->cols * es,
              j->values + ((p->r0 + r) * j->shape[1] + p->c0) * es,
              (size_t)(p->cols * es));
     j->sbuf[i] = b;
-    cr_assert_eq(rs_plan_bind(j->plan, RS_SIDE_SRC, p->rank, i, b,
-                              (size_t)(p->rows * p->cols * es)), RS_OK,
+    cr_assert_eq(rs_plan_bind(j->plan, RS_SIDE_SRC, p->rank, i, b, n), RS_OK,
                  "%s", rs_context_last_error(j->ctx));
   }
   for (int i = 0; i < j->ndst; i++) {
     const piece *p = &j->dsts[i];
-    size_t n = (size_t)(p->rows * p->cols * esize(j->to));
+    size_t n = (size_t)(j->skew + p->rows * p->cols * esize(j->to));
     j->dbuf[i] = malloc(n);
     memset(j->dbuf[i], 0xA5, n);
     cr_assert_eq(rs_plan_bind(j->plan, RS_SIDE_DST, p->rank, i, j->dbuf[i],
@@ -130,7 +132,7 @@ static void bind_and_run(job *j) {
   }
   for (int i = 0; i < j->nscale; i++) {
     const piece *p = &j->scales[i];
-    size_t n = (size_t)(p->rows * p->cols * 4);
+    size_t n = (size_t)(j->skew + p->rows * p->cols * 4);
     j->cbuf[i] = malloc(n);
     memset(j->cbuf[i], 0xA5, n);
     cr_assert_eq(rs_plan_bind(j->plan, RS_SIDE_DST, p->rank, MAX_SHARDS + i,
@@ -163,7 +165,8 @@ static void check(job *j) {
   for (int i = 0; i < j->ndst; i++) {
     const piece *p = &j->dsts[i];
     for (int64_t r = 0; r < p->rows; r++) {
-      const unsigned char *got = (unsigned char *)j->dbuf[i] + r * p->cols * es;
+      const unsigned char *got =
+          (unsigned char *)j->dbuf[i] + j->skew + r * p->cols * es;
       const unsigned char *exp =
           want + ((p->r0 + r) * j->shape[1] + p->c0) * es;
       for (int64_t c = 0; c < p->cols * es; c++)
@@ -177,8 +180,9 @@ static void check(job *j) {
     const piece *p = &j->scales[i];
     for (int64_t r = 0; r < p->rows; r++)
       for (int64_t c = 0; c < p->cols; c++) {
-        float got = ((float *)j->cbuf[i])[r * p->cols + c];
-        float exp = want_scales[(p->r0 + r) * scols + p->c0 + c];
+        float got, exp;
+        memcpy(&got, (char *)j->cbuf[i] + j->skew + 4 * (r * p->cols + c), 4);
+        exp = want_scales[(p->r0 + r) * scols + p->c0 + c];
         cr_assert(memcmp(&got, &exp, 4) == 0, "scale [%lld, %lld] is %g, "
                   "want %g", (long long)(p->r0 + r), (long long)(p->c0 + c),
                   got, exp);
@@ -261,9 +265,9 @@ Test(convert_plan, fp8_receivers_quantize_split_blocks) {
 }
 
 /* Casts: the narrower side decides who converts; bytes on the wire are
- * the narrower dtype's. */
-static void cast_case(rs_dtype from, rs_dtype to) {
-  job j = {.shape = {40, 70}, .from = from, .to = to};
+ * the narrower dtype's. Shards at byte `skew` of their buffers. */
+static void cast_case(rs_dtype from, rs_dtype to, int64_t skew) {
+  job j = {.shape = {40, 70}, .from = from, .to = to, .skew = skew};
   j.srcs[j.nsrc++] = (piece){0, 0, 0, 20, 70};
   j.srcs[j.nsrc++] = (piece){1, 20, 0, 20, 70};
   j.dsts[j.ndst++] = (piece){1, 0, 0, 40, 35};
@@ -287,7 +291,8 @@ Test(convert_plan, casts_every_pair) {
   const rs_dtype d[3] = {RS_DTYPE_F32, RS_DTYPE_BF16, RS_DTYPE_F16};
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 3; b++)
-      if (a != b) cast_case(d[a], d[b]);
+      if (a != b)
+        for (int64_t skew = 0; skew < 2; skew++) cast_case(d[a], d[b], skew);
 }
 
 static void refused(job *j, rs_status want, const char *words) {
@@ -403,7 +408,8 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
   int cases = 0, split = 0, whole = 0;
   for (int c = 0; c < 150; c++) {
     job j = {.from = c % 3 == 0 ? RS_DTYPE_F32 : RS_DTYPE_BF16,
-             .to = RS_DTYPE_F8_E4M3, .ue8m0 = c % 4 == 1};
+             .to = RS_DTYPE_F8_E4M3, .ue8m0 = c % 4 == 1,
+             .skew = (int64_t[]){0, 0, 1, 0, 3}[c % 5]};
     j.shape[0] = 1 + (int64_t)(rt_rand(&rng) % 300);
     j.shape[1] = 1 + (int64_t)(rt_rand(&rng) % 300);
     j.block[0] = blocks[rt_rand(&rng) % 4];
