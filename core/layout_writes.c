@@ -23,33 +23,29 @@
 
 #include "box.h"
 #include "box_tree.h"
+#include "radix_sort.h"
 
-typedef struct write_key {
-  int32_t rank, buffer;
-  int64_t byte_offset, index;
-} write_key;
-
-static int by_rank_buffer_start(const void *x, const void *y) {
-  const write_key *a = x, *b = y;
-  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
-  if (a->buffer != b->buffer) return a->buffer < b->buffer ? -1 : 1;
-  if (a->byte_offset != b->byte_offset)
-    return a->byte_offset < b->byte_offset ? -1 : 1;
-  return (a->index > b->index) - (a->index < b->index);
+/* A shard in sweep order: by (rank, buffer, byte offset), then index.
+ * Ranks, buffers and offsets are >= 0 (rs_layout_add_shard), so the
+ * unsigned radix order of (hi, lo) is theirs, and the sort's stability
+ * keeps equal offsets in index order. */
+static rsi_keyed write_key(const rsi_shard *s, int64_t index) {
+  return (rsi_keyed){(uint64_t)(uint32_t)s->rank << 32 | (uint32_t)s->buffer,
+                     (uint64_t)s->byte_offset, (uint64_t)index};
 }
 
 /* One cluster: shards keys[0..n) of one (rank, buffer), and where a pair
  * that shares bytes is reported (positions in keys, a < b). */
 typedef struct cluster {
   const rs_layout *l;
-  const write_key *keys;
+  const rsi_keyed *keys; /* value: the shard's index */
   int64_t n;
   bool shared;
   int64_t a, b;
 } cluster;
 
 static const rsi_shard *shard_at(const cluster *c, int64_t i) {
-  return &c->l->shards[c->keys[i].index];
+  return &c->l->shards[c->keys[i].value];
 }
 
 static void found_pair(cluster *c, int64_t i, int64_t j) {
@@ -246,20 +242,19 @@ static rs_status report(const cluster *c, const char *side, rsi_err *err) {
 rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
                                   rsi_err *err) {
   if (l->nshards < 2) return RS_OK;
-  write_key *keys = malloc((size_t)l->nshards * sizeof *keys);
+  /* the keys, then the sort's scratch */
+  rsi_keyed *keys = malloc((size_t)l->nshards * 2 * sizeof *keys);
   if (!keys) return RSI_NOMEM(err);
-  for (int64_t i = 0; i < l->nshards; i++) {
-    const rsi_shard *s = &l->shards[i];
-    keys[i] = (write_key){s->rank, s->buffer, s->byte_offset, i};
-  }
-  qsort(keys, (size_t)l->nshards, sizeof *keys, by_rank_buffer_start);
+  for (int64_t i = 0; i < l->nshards; i++)
+    keys[i] = write_key(&l->shards[i], i);
+  rsi_radix_sort(keys, keys + l->nshards, l->nshards);
   rsi_box_tree tree = {0};
   rs_status st = RS_OK;
   for (int64_t first = 0; first < l->nshards && st == RS_OK;) {
-    const rsi_shard *s = &l->shards[keys[first].index];
+    const rsi_shard *s = &l->shards[keys[first].value];
     int64_t end = s->byte_end, next = first + 1;
     for (; next < l->nshards; next++) {
-      const rsi_shard *t = &l->shards[keys[next].index];
+      const rsi_shard *t = &l->shards[keys[next].value];
       if (t->rank != s->rank || t->buffer != s->buffer ||
           t->byte_offset >= end)
         break;
