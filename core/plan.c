@@ -165,9 +165,8 @@ typedef struct planner {
   /* loads, for balance */
   int64_t *send_load, *send_inter_load, *recv_inter_load;
   /* scheduling units: end, the unit it must follow (-1), relay depth */
-  int64_t *unit_end, *unit_after;
-  int32_t *unit_depth;
-  int64_t nunits, cap_units, cap_after, cap_depth;
+  rsi_units units;
+  int64_t cap_units, cap_after, cap_depth;
   /* pieces held in destination memory, this tensor (open addressing) */
   piece_slot *slots;
   int64_t cap_slots, nslots;
@@ -421,15 +420,16 @@ static rs_status add_scale_moves(planner *p, const rsi_move *values) {
 }
 
 static rs_status end_unit(planner *p) {
-  RSI_TRY(rsi_grow((void **)&p->unit_end, &p->cap_units, p->nunits + 1,
-                   sizeof *p->unit_end, 1024, p->err));
-  RSI_TRY(rsi_grow((void **)&p->unit_after, &p->cap_after, p->nunits + 1,
-                   sizeof *p->unit_after, 1024, p->err));
-  RSI_TRY(rsi_grow((void **)&p->unit_depth, &p->cap_depth, p->nunits + 1,
-                   sizeof *p->unit_depth, 1024, p->err));
-  p->unit_after[p->nunits] = p->after;
-  p->unit_depth[p->nunits] = p->depth;
-  p->unit_end[p->nunits++] = p->plan->nmoves;
+  rsi_units *u = &p->units;
+  RSI_TRY(rsi_grow((void **)&u->end, &p->cap_units, u->n + 1, sizeof *u->end,
+                   1024, p->err));
+  RSI_TRY(rsi_grow((void **)&u->after, &p->cap_after, u->n + 1,
+                   sizeof *u->after, 1024, p->err));
+  RSI_TRY(rsi_grow((void **)&u->depth, &p->cap_depth, u->n + 1,
+                   sizeof *u->depth, 1024, p->err));
+  u->after[u->n] = p->after;
+  u->depth[u->n] = p->depth;
+  u->end[u->n++] = p->plan->nmoves;
   p->after = -1;
   p->depth = 0;
   return RS_OK;
@@ -890,7 +890,8 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
                       n->shard, n->rank, 0, 0));
     RSI_TRY(end_unit(p));
     if (rsi_box_contains(nd, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->nunits - 1, 0));
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->units.n - 1,
+                         0));
   }
   /* A piece the sender converts is converted once in the domain: one
    * receiver forwards the result to the others. */
@@ -922,14 +923,16 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
                       RSI_EP_DST, n->shard, n->rank, 0, 0));
     RSI_TRY(end_unit(p));
     if (rsi_box_contains(nd, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->nunits - 1, 0));
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->units.n - 1,
+                         0));
   }
   if (!relay) return RS_OK;
   RSI_TRY(end_unit(p));
   for (int64_t i = 0; i < nfar; i++) {
     const needer *n = &p->needers[p->far[i]];
     if (rsi_box_contains(nd, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->nunits - 1, 0));
+      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->units.n - 1,
+                         0));
   }
   return RS_OK;
 }
@@ -994,7 +997,7 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                           RSI_EP_DST, n->shard, n->rank, 0, 0));
     }
     RSI_TRY(end_unit(p));
-    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->nunits - 1,
+    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->units.n - 1,
                         depth);
   }
   if (count == 1) {
@@ -1003,7 +1006,7 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
                       RSI_EP_DST, only->shard, only->rank, 0, 0));
     RSI_TRY(end_unit(p));
-    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->nunits - 1,
+    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->units.n - 1,
                         depth);
   }
 
@@ -1044,7 +1047,7 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                       RSI_EP_DST, n->shard, n->rank, 1, 1));
   }
   RSI_TRY(end_unit(p));
-  return needers_hold(p, g - p->sgroups, off, ext, nnear, p->nunits - 1,
+  return needers_hold(p, g - p->sgroups, off, ext, nnear, p->units.n - 1,
                       depth);
 }
 
@@ -1358,7 +1361,7 @@ static rs_status assemble_blocks(planner *p, const int64_t *off,
   int64_t assembled = -1;
   if (first) {
     RSI_TRY(assemble_at(p, t, first, off, ext));
-    assembled = p->nunits - 1;
+    assembled = p->units.n - 1;
   }
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
@@ -1910,9 +1913,9 @@ static void planner_free(planner *p) {
   free(p->send_load);
   free(p->send_inter_load);
   free(p->recv_inter_load);
-  free(p->unit_end);
-  free(p->unit_after);
-  free(p->unit_depth);
+  free(p->units.end);
+  free(p->units.after);
+  free(p->units.depth);
   if (p->slots) free_heaps(p);
   free(p->slots);
   free(p->holders);
@@ -2259,8 +2262,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   free(dfirst);
   free(dids);
   if (st == RS_OK)
-    st = rsi_plan_schedule(plan, p->unit_end, p->unit_after, p->unit_depth,
-                           p->nunits, err);
+    st = rsi_plan_schedule(plan, &p->units, err);
   if (st == RS_OK) mark_used_buffers(plan);
   if (st == RS_OK) fingerprint(plan);
   if (st == RS_OK && ctx->plan_part >= 0)

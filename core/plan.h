@@ -137,14 +137,21 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
                           rs_plan **out);
 void rsi_plan_destroy(rs_plan *plan);
 
-/* plan_rounds.c: rounds, relay slots, messages and per-rank figures.
- * unit_end[u] is one past the last move of scheduling unit u; unit u must
- * run in a later round than unit unit_after[u] (-1: none), whose bytes it
- * relays; unit_depth[u] is how many relays precede it. */
-rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
-                            const int64_t *unit_after,
-                            const int32_t *unit_depth, int64_t nunits,
-                            rsi_err *err);
+/* The planner's scheduling units, n of them: end[u] is one past the last
+ * move of unit u (each unit has at least one); unit u must run in a later
+ * round than unit after[u] (-1: none), whose bytes it relays; depth[u] is
+ * how many relays precede it. */
+typedef struct rsi_units {
+  int64_t *end, *after;
+  int32_t *depth;
+  int64_t n;
+} rsi_units;
+
+/* plan_rounds.c: rounds, relay slots, messages and per-rank figures. The
+ * units' arrays are freed (and *units zeroed) as soon as the rounds are
+ * set, success or not: they are the largest scratch left when the moves
+ * are sorted into messages. */
+rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err);
 
 /* plan_part.c: keep only rank `rank`'s part of a scheduled plan. On
  * failure (memory) the plan is to be destroyed. */

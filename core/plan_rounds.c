@@ -82,65 +82,78 @@ static int32_t first_fit(const rank_round *rr, const int32_t *touched, int nt,
   return hi; /* a round none of them is in yet */
 }
 
+/* The scratch of scheduling, one block for every step, so that its pages
+ * are touched once (a fresh page costs more here than the sorts
+ * themselves): first the units' keys and their sort's scratch, then the
+ * order of the units and their rounds; then the moves' keys and scratch,
+ * the order of the moves behind the place the sorted moves take, and the
+ * sorted moves from its head. */
+typedef struct sched_block {
+  char *v;
+  size_t move_head; /* bytes a move takes at the head: sorted, or keys */
+} sched_block;
+
+static rs_status block_alloc(sched_block *b, int64_t nmoves, int64_t nunits,
+                             rsi_err *err) {
+  b->move_head = 2 * sizeof(rsi_keyed) > sizeof(rsi_move)
+                     ? 2 * sizeof(rsi_keyed)
+                     : sizeof(rsi_move);
+  size_t for_moves = (size_t)nmoves * (b->move_head + sizeof(int64_t));
+  size_t for_units = (size_t)nunits * 2 * sizeof(rsi_keyed);
+  b->v = malloc((for_moves > for_units ? for_moves : for_units) | 1);
+  return b->v ? RS_OK : RSI_NOMEM(err);
+}
+
 /* The order units are scheduled in: by wave, relay depth, sender, plan
  * order. A relaying unit is in no earlier wave than the unit it follows,
- * and deeper, so it is placed after it. *out: the units in that order. */
-static rs_status wave_order(const rs_plan *plan, const int64_t *unit_end,
-                            const int64_t *unit_after,
-                            const int32_t *unit_depth, int64_t nunits,
-                            int64_t **out, rsi_err *err) {
-  /* the keys, then the sort's scratch; the order is written over them */
-  rsi_keyed *keys = malloc((size_t)(nunits ? 2 * nunits : 1) * sizeof *keys);
+ * and deeper, so it is placed after it. The order is left at the head of
+ * the block. */
+static rs_status wave_order(const rs_plan *plan, const rsi_units *units,
+                            sched_block *b, rsi_err *err) {
+  int64_t nunits = units->n;
+  rsi_keyed *keys = (rsi_keyed *)b->v;
   int64_t *sent = calloc((size_t)plan->world_size, sizeof *sent);
-  rs_status st = keys && sent ? RS_OK : RSI_NOMEM(err);
-  for (int64_t u = 0; st == RS_OK && u < nunits; u++) {
-    int64_t begin = u ? unit_end[u - 1] : 0;
+  if (!sent) return RSI_NOMEM(err);
+  for (int64_t u = 0; u < nunits; u++) {
+    int64_t begin = u ? units->end[u - 1] : 0;
     const rsi_move *first = &plan->moves[begin];
     int64_t bytes = 0;
-    for (int64_t i = begin; i < unit_end[u]; i++) bytes += plan->moves[i].bytes;
+    for (int64_t i = begin; i < units->end[u]; i++)
+      bytes += plan->moves[i].bytes;
     uint64_t wave = (uint64_t)(sent[first->src_rank] / plan->round_capacity);
-    if (unit_after[u] >= 0 && keys[unit_after[u]].hi > wave)
-      wave = keys[unit_after[u]].hi;
+    int64_t after = units->after[u];
+    if (after >= 0 && keys[after].hi > wave) wave = keys[after].hi;
     /* plan order breaks ties: the sort is stable */
     keys[u] = (rsi_keyed){wave,
-                          (uint64_t)(uint32_t)unit_depth[u] << 32 |
+                          (uint64_t)(uint32_t)units->depth[u] << 32 |
                               (uint32_t)first->src_rank,
                           (uint64_t)u};
     sent[first->src_rank] += bytes;
   }
   free(sent);
-  if (st != RS_OK) {
-    free(keys);
-    return st;
-  }
   rsi_radix_sort(keys, keys + nunits, nunits);
   /* order[k] lies at or before keys[k]: written after it is read */
   int64_t *order = (int64_t *)keys;
   for (int64_t k = 0; k < nunits; k++) order[k] = (int64_t)keys[k].value;
-  int64_t *fit = realloc(order, (size_t)nunits * sizeof *order | 1);
-  *out = fit ? fit : order;
   return RS_OK;
 }
 
-static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
-                               const int64_t *unit_after,
-                               const int32_t *unit_depth, int64_t nunits,
-                               rsi_err *err) {
+static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
+                               sched_block *b, rsi_err *err) {
   int W = plan->world_size;
-  int64_t *order = NULL;
-  RSI_TRY(wave_order(plan, unit_end, unit_after, unit_depth, nunits, &order,
-                     err));
+  int64_t nunits = units->n;
+  const int64_t *unit_end = units->end, *unit_after = units->after;
+  RSI_TRY(wave_order(plan, units, b, err));
+  const int64_t *order = (const int64_t *)b->v;
+  /* the units' rounds, behind their order (over keys no longer read) */
+  int32_t *unit_round = (int32_t *)(b->v + (size_t)nunits * sizeof *order);
   rank_round *rr = calloc((size_t)W, sizeof *rr);
   int32_t *touched = malloc((size_t)W * sizeof *touched);
-  int32_t *unit_round = malloc((size_t)(nunits ? nunits : 1) * sizeof *unit_round);
   plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
   plan->stats = calloc((size_t)W, sizeof *plan->stats);
-  if (!rr || !touched || !unit_round || !plan->relay_bytes ||
-      !plan->stats) {
+  if (!rr || !touched || !plan->relay_bytes || !plan->stats) {
     free(rr);
     free(touched);
-    free(order);
-    free(unit_round);
     return RSI_NOMEM(err);
   }
   int64_t cap = plan->round_capacity;
@@ -194,25 +207,15 @@ static rs_status assign_rounds(rs_plan *plan, const int64_t *unit_end,
   plan->nrounds = last_round + 1;
   free(rr);
   free(touched);
-  free(order);
-  free(unit_round);
   return RS_OK;
 }
 
 /* Order moves by (round, stage, sender, receiver, plan order) and cut the
- * runs into messages. */
-static rs_status make_messages(rs_plan *plan, rsi_err *err) {
+ * runs into messages. The block becomes the plan's moves; the messages
+ * take the old moves' pages, which are resident already. */
+static rs_status make_messages(rs_plan *plan, sched_block *blk, rsi_err *err) {
   int64_t n = plan->nmoves;
-  /* One block serves every step, so that its pages are touched once (a
-   * fresh page costs more than the sort itself): the keys and the sort's
-   * scratch, then the order behind the place the sorted moves take, then
-   * the sorted moves from its head. */
-  size_t head = 2 * sizeof(rsi_keyed) > sizeof(rsi_move)
-                    ? 2 * sizeof(rsi_keyed)
-                    : sizeof(rsi_move);
-  char *block = malloc(((size_t)n * (head + sizeof(int64_t))) | 1);
-  if (!block) return RSI_NOMEM(err);
-  rsi_keyed *keys = (rsi_keyed *)block;
+  rsi_keyed *keys = (rsi_keyed *)blk->v;
   for (int64_t i = 0; i < n; i++) {
     const rsi_move *m = &plan->moves[i];
     keys[i] = (rsi_keyed){(uint64_t)(uint32_t)m->round << 1 | m->stage,
@@ -224,15 +227,15 @@ static rs_status make_messages(rs_plan *plan, rsi_err *err) {
   /* Gather the moves in that order: independent reads, which the memory
    * system overlaps (following the permutation's cycles in place was a
    * chain of dependent misses, a third of planning time). */
-  int64_t *order = (int64_t *)(block + (size_t)n * head);
+  int64_t *order = (int64_t *)(blk->v + (size_t)n * blk->move_head);
   for (int64_t i = 0; i < n; i++) order[i] = (int64_t)keys[i].value;
-  rsi_move *sorted = (rsi_move *)block;
-  for (int64_t i = 0; i < n; i++) sorted[i] = plan->moves[order[i]];
-  free(plan->moves);
+  rsi_move *sorted = (rsi_move *)blk->v, *old = plan->moves;
+  for (int64_t i = 0; i < n; i++) sorted[i] = old[order[i]];
   /* shrinking gives the order's pages back; it cannot fail to keep them */
-  rsi_move *fit = realloc(block, (size_t)n * sizeof *sorted | 1);
+  rsi_move *fit = realloc(blk->v, (size_t)n * sizeof *sorted | 1);
   plan->moves = fit ? fit : sorted;
   plan->cap_moves = n;
+  blk->v = NULL;
 
   int64_t nmsgs = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -240,8 +243,12 @@ static rs_status make_messages(rs_plan *plan, rsi_err *err) {
     nmsgs += !b || a->round != b->round || a->stage != b->stage ||
              a->src_rank != b->src_rank || a->dst_rank != b->dst_rank;
   }
-  plan->msgs = malloc((size_t)(nmsgs ? nmsgs : 1) * sizeof *plan->msgs);
-  if (!plan->msgs) return RSI_NOMEM(err);
+  /* a message takes no more than a move: the old moves' block holds them */
+  plan->msgs = realloc(old, (size_t)(nmsgs ? nmsgs : 1) * sizeof *plan->msgs);
+  if (!plan->msgs) {
+    free(old);
+    return RSI_NOMEM(err);
+  }
   plan->nmsgs = 0;
   for (int64_t i = 0; i < n; i++) {
     rsi_move *a = &plan->moves[i];
@@ -301,12 +308,21 @@ static rs_status count_staging(rs_plan *plan, rsi_err *err) {
   return st;
 }
 
-rs_status rsi_plan_schedule(rs_plan *plan, const int64_t *unit_end,
-                            const int64_t *unit_after,
-                            const int32_t *unit_depth, int64_t nunits,
-                            rsi_err *err) {
-  RSI_TRY(assign_rounds(plan, unit_end, unit_after, unit_depth, nunits, err));
-  RSI_TRY(make_messages(plan, err));
+static void free_units(rsi_units *units) {
+  free(units->end);
+  free(units->after);
+  free(units->depth);
+  *units = (rsi_units){0};
+}
+
+rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err) {
+  sched_block b = {0};
+  rs_status st = block_alloc(&b, plan->nmoves, units->n, err);
+  if (st == RS_OK) st = assign_rounds(plan, units, &b, err);
+  free_units(units);
+  if (st == RS_OK) st = make_messages(plan, &b, err);
+  free(b.v);
+  if (st != RS_OK) return st;
   count_stats(plan);
   return count_staging(plan, err);
 }
