@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "box.h"
+#include "dtype.h"
 #include "plan.h"
 #include "radix_sort.h"
 #include "staging.h"
@@ -271,10 +272,11 @@ static void count_stats(rs_plan *plan) {
     const rsi_move *m = &plan->moves[i];
     rsi_rank_stats *s = &plan->stats[m->src_rank], *d = &plan->stats[m->dst_rank];
     s->moves++;
+    /* a move's bytes are its elements in the wire dtype (its box may be
+     * gone: plan.c, forget_box) */
     int64_t elems = 0;
     if (m->src_dtype != m->dst_dtype || m->computes_scales)
-      rsi_box_volume(plan->tensors[m->tensor].ndim, rsi_move_extent(plan, m),
-                     &elems);
+      elems = m->bytes / (int64_t)rsi_dtype_size((rs_dtype)m->wire_dtype);
     if (m->route == RS_ROUTE_LOCAL) {
       s->local += m->bytes;
       s->converted[1] += elems;
