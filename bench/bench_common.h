@@ -10,6 +10,7 @@
 
 #include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +125,15 @@ static inline long bench_peak_rss_kib(void) {
     if (getrusage(RUSAGE_SELF, &ru) == 0) v = ru.ru_maxrss;
   }
   return v;
+}
+
+/* Starts VmHWM again from the resident set now (Linux: clear_refs 5);
+ * false where it cannot, and VmHWM keeps the peak so far. */
+static inline bool bench_reset_peak_rss(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  bool ok = fputs("5", f) >= 0;
+  return fclose(f) == 0 && ok;
 }
 
 static inline long bench_rss_kib(void) {

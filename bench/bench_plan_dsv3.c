@@ -31,6 +31,8 @@
  * ranks (TP8 x DP*16 engines); 64 is DeepSeek-V3 on 8192 GPUs a side. */
 #include "bench_common.h"
 
+#include <sys/wait.h>
+
 #if defined(__GLIBC__) && \
     (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
 #include <malloc.h>
@@ -330,6 +332,58 @@ static int64_t heap_in_use(void) {
 #endif
 }
 
+/* One part planned: what it keeps, how long it took, how much the
+ * resident set grew while it was made (-1: unknown). */
+typedef struct part_figures {
+  int64_t heap, moves;
+  double seconds;
+  long peak_kib;
+} part_figures;
+
+/* Plans the part the context asks for in a child process (fork), which
+ * starts its peak resident set afresh; a child that fails is reported and
+ * ends the bench. */
+static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
+                                       const rs_layout *dst) {
+  part_figures f = {0, 0, 0, -1};
+  int fd[2];
+  if (pipe(fd) != 0) {
+    perror("bench_plan_dsv3: pipe");
+    exit(1);
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("bench_plan_dsv3: fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    rs_plan *plan = NULL;
+    long rss0 = bench_rss_kib();
+    bool peak_known = bench_reset_peak_rss();
+    int64_t h0 = heap_in_use();
+    double t0 = bench_now();
+    BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
+    f.seconds = bench_now() - t0;
+    if (peak_known) f.peak_kib = bench_peak_rss_kib() - rss0;
+    f.heap = heap_in_use() - h0;
+    BENCH_CHECK(ctx, rs_plan_num_moves(plan, &f.moves));
+    bool sent = write(fd[1], &f, sizeof f) == (ssize_t)sizeof f;
+    _exit(sent ? 0 : 1);
+  }
+  close(fd[1]);
+  bool got = read(fd[0], &f, sizeof f) == (ssize_t)sizeof f;
+  close(fd[0]);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0 || !got) {
+    fprintf(stderr, "bench_plan_dsv3: planning a part in a child failed\n");
+    exit(1);
+  }
+  return f;
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 5;
   if (reps < 1) reps = 1;
@@ -451,21 +505,15 @@ int main(int argc, char **argv) {
 
   /* What one process keeps between processes when it asks only for its
    * own part (RS_PARAM_PLAN_PART), beside the whole plan that every
-   * process kept before: a trainer rank and an inference rank. */
+   * process kept before: a trainer rank and an inference rank. Each part
+   * is planned in a child process, so that its peak is its own and not
+   * memory the whole plan left behind. */
   const int part_rank[2] = {0, WORLD - 1};
-  int64_t part_heap[2] = {0, 0}, part_moves[2] = {0, 0};
-  double part_s[2] = {0, 0};
+  part_figures part[2];
   for (int k = 0; k < 2; k++) {
     BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_PLAN_PART,
                                           part_rank[k]));
-    int64_t h0 = heap_in_use();
-    t0 = bench_now();
-    BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
-    part_s[k] = bench_now() - t0;
-    part_heap[k] = heap_in_use() - h0;
-    BENCH_CHECK(ctx, rs_plan_num_moves(plan, &part_moves[k]));
-    rs_plan_destroy(plan);
-    plan = NULL;
+    part[k] = plan_part_in_child(ctx, src, dst);
   }
   BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, -1));
 
@@ -548,10 +596,11 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 2; k++)
     printf("part    : rank %d (%s) keeps %lld moves, %.2f MiB of heap "
            "(mallinfo2 delta; the whole plan %.1f MiB), made in %.3f s "
-           "(the whole plan is planned first)\n",
+           "(the whole plan is planned first), peak growth %.1f MiB\n",
            part_rank[k], k ? "inference" : "trainer",
-           (long long)part_moves[k], (double)part_heap[k] / BENCH_MIB,
-           (double)heap_plan / BENCH_MIB, part_s[k]);
+           (long long)part[k].moves, (double)part[k].heap / BENCH_MIB,
+           (double)heap_plan / BENCH_MIB, part[k].seconds,
+           part[k].peak_kib / 1024.0);
   printf("naive   : all-pairs intersection, %lld src x dst box pairs, %lld "
          "non-empty (volume sum %lld), x %d: min %.3f s, median %.3f s\n",
          (long long)pairs, (long long)hits, (long long)vol, nreps, nmin, nmed);
@@ -578,13 +627,26 @@ int main(int argc, char **argv) {
   }
   if (heap_plan > 0)
     for (int k = 0; k < 2; k++) {
-      snprintf(a, sizeof a, "%.2f", (double)part_heap[k] / BENCH_MIB);
+      snprintf(a, sizeof a, "%.2f", (double)part[k].heap / BENCH_MIB);
       snprintf(b, sizeof b, "%.1f (whole)", (double)heap_plan / BENCH_MIB);
-      snprintf(c, sizeof c, "%.4f", (double)part_heap[k] / (double)heap_plan);
+      snprintf(c, sizeof c, "%.4f", (double)part[k].heap / (double)heap_plan);
       bench_table_row(k ? "plan held, inference part [MiB]"
                         : "plan held, trainer part [MiB]",
                       a, b, c);
     }
+  /* planning a part, against planning the whole plan (peak growth in
+   * rs_plan_create, from the layouts on) */
+  long whole_peak = hwm_after_plan - hwm_after_layouts;
+  for (int k = 0; k < 2 && whole_peak > 0; k++) {
+    if (part[k].peak_kib < 0) continue;
+    snprintf(a, sizeof a, "%.1f", part[k].peak_kib / 1024.0);
+    snprintf(b, sizeof b, "%.1f (whole)", whole_peak / 1024.0);
+    snprintf(c, sizeof c, "%.2f",
+             (double)part[k].peak_kib / (double)whole_peak);
+    bench_table_row(k ? "peak planning inference part [MiB]"
+                      : "peak planning trainer part [MiB]",
+                    a, b, c);
+  }
   snprintf(a, sizeof a, "%lld", (long long)moves);
   snprintf(b, sizeof b, "%lld (pairs)", (long long)hits);
   snprintf(c, sizeof c, "%.2f", (double)moves / (double)(hits ? hits : 1));
