@@ -283,7 +283,7 @@ static rs_status add_scale_moves(planner *p, const rsi_move *values);
  * found), its box, the last in the pool, is given back. After that the
  * scheduler and the figures read a move's bytes, never its box; its
  * elements are its bytes over its wire dtype's size. At 8192 GPUs a side
- * the boxes are a sixth of the planner's peak memory. */
+ * the boxes are a fifth of the planner's peak memory (bench_plan_dsv3). */
 static void forget_box(planner *p, rsi_move *m) {
   if (p->part < 0 || m->src_rank == p->part || m->dst_rank == p->part) return;
   p->plan->boxes.n -= 2 * p->ndim;
