@@ -291,15 +291,21 @@ static rs_status mpi_send(rsi_transport *t, int group, int from, int to,
   mpi_transport *mt = (mpi_transport *)t;
   (void)from;
   mt->sends++;
+  /* A control record (a few hundred bytes) goes out from a copy the
+   * transport owns: the caller's record may live on its stack, and a send
+   * abandoned after a failure (drop_groups) may still be read by MPI after
+   * the caller returned; an owned copy is buried instead. */
+  bool corrupt = mt->sends == mt->corrupt_send;
   void *copy = NULL;
-  if (mt->sends == mt->corrupt_send && bytes > 0) {
+  if ((corrupt || group == CONTROL_GROUP) && bytes > 0) {
     copy = malloc(bytes);
     if (!copy) return RSI_NOMEM(err);
     memcpy(copy, data, bytes);
-    ((unsigned char *)copy)[bytes / 2] ^= 0x10;
+    if (corrupt) ((unsigned char *)copy)[bytes / 2] ^= 0x10;
   }
   rs_status st = post_message(mt, group, false, to, tag, copy ? copy : data,
-                              bytes, copy, data, err);
+                              bytes, copy, corrupt || !copy ? data : copy,
+                              err);
   if (mt->sends == mt->exit_after_sends) _exit(0);
   return st;
 }
