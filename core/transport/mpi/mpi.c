@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "../../grow.h"
 #include "../transport.h"
 
 #define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are int */
@@ -106,6 +107,14 @@ typedef struct msg_rec {
   uint64_t *mine; /* receiver: those of what arrived */
 } msg_rec;
 
+/* A control receive lands in memory the transport owns, and is copied to
+ * the caller's buffer when its group completes: the caller's buffer may be
+ * freed once a failure abandons the receive, which MPI may still fill. */
+typedef struct landing {
+  void *owned, *to;
+  size_t bytes;
+} landing;
+
 typedef struct op_group {
   MPI_Request *reqs;
   op_info *info;
@@ -117,6 +126,8 @@ typedef struct op_group {
   /* receives under integrity: messages before next_recv have every chunk
    * posted; inflight chunks are posted and not completed */
   int next_recv, inflight;
+  landing *lands;
+  int64_t nlands, caplands;
 } op_group;
 
 typedef struct mpi_transport {
@@ -310,13 +321,28 @@ static rs_status mpi_send(rsi_transport *t, int group, int from, int to,
   return st;
 }
 
+/* A control receive's landing: owned memory, listed before anything is
+ * posted into it, so that release or drop_groups always finds it. */
+static rs_status add_landing(op_group *g, void *to, size_t bytes,
+                             void **owned, rsi_err *err) {
+  RSI_TRY(rsi_grow((void **)&g->lands, &g->caplands, g->nlands + 1,
+                   sizeof *g->lands, 16, err));
+  *owned = malloc(bytes);
+  if (!*owned) return RSI_NOMEM(err);
+  g->lands[g->nlands++] = (landing){*owned, to, bytes};
+  return RS_OK;
+}
+
 static rs_status mpi_recv(rsi_transport *t, int group, int to, int from,
                           uint64_t tag, void *buf, size_t bytes,
                           const void **view, rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
   (void)to;
   if (view) *view = buf;
-  return post_message(mt, group, true, from, tag, buf, bytes, NULL, NULL,
+  void *into = buf;
+  if (group == CONTROL_GROUP && bytes > 0)
+    RSI_TRY(add_landing(&mt->groups[group], buf, bytes, &into, err));
+  return post_message(mt, group, true, from, tag, into, bytes, NULL, NULL,
                       err);
 }
 
@@ -324,9 +350,18 @@ static void mpi_set_integrity(rsi_transport *t, bool on) {
   ((mpi_transport *)t)->integrity = on;
 }
 
+/* Every operation of the group completed: what landed goes where it was
+ * asked for. */
+static void deliver_landings(op_group *g) {
+  for (int64_t i = 0; i < g->nlands; i++)
+    memcpy(g->lands[i].to, g->lands[i].owned, g->lands[i].bytes);
+}
+
 /* Free what the group's operations own. */
 static void release(op_group *g) {
   for (int i = 0; i < g->n; i++) free(g->info[i].owned);
+  for (int64_t i = 0; i < g->nlands; i++) free(g->lands[i].owned);
+  g->nlands = 0;
   for (int i = 0; i < g->nmsgs; i++) {
     free(g->msgs[i].sums);
     free(g->msgs[i].mine);
@@ -388,8 +423,10 @@ static void drop_groups(mpi_transport *mt, op_group *const *gs, int ngroups) {
   }
   for (int k = 0; k < ngroups; k++) {
     op_group *g = gs[k];
+    bool let_go = false;
     for (int i = 0; i < g->n; i++) {
       if (g->reqs[i] == MPI_REQUEST_NULL) continue;
+      let_go = true;
       MPI_Request_free(&g->reqs[i]); /* let it finish in the background */
       bury(mt, g->info[i].owned);
       g->info[i].owned = NULL;
@@ -398,6 +435,10 @@ static void drop_groups(mpi_transport *mt, op_group *const *gs, int ngroups) {
         g->msgs[g->info[i].msg].sums = NULL;
       }
     }
+    /* a receive let go may still land, in any of them */
+    for (int64_t i = 0; let_go && i < g->nlands; i++)
+      bury(mt, g->lands[i].owned);
+    if (let_go) g->nlands = 0;
     release(g);
   }
 }
@@ -458,6 +499,7 @@ static rs_status test_group(rsi_transport *t, int group, bool *done_out,
       return mpi_fail(err, rc, "MPI_Testall");
     }
     if (!done) return RS_OK;
+    deliver_landings(g);
     release(g);
     *done_out = true;
     return RS_OK;
@@ -499,6 +541,7 @@ static rs_status test_group(rsi_transport *t, int group, bool *done_out,
                       "its wrong bytes",
                       mt->rank, m->size, m->peer, (size_t)k * SUM_CHUNK);
   }
+  deliver_landings(g);
   release(g);
   *done_out = true;
   return st;
@@ -696,6 +739,7 @@ static void mpi_destroy(rsi_transport *t) {
     free(mt->groups[g].info);
     free(mt->groups[g].done_idx);
     free(mt->groups[g].msgs);
+    free(mt->groups[g].lands);
   }
   free(mt);
 }
