@@ -72,16 +72,18 @@ typedef struct domain_entry {
 /* Who holds a piece (source group, box) whole in destination memory after
  * which unit: a destination domain that can relay it to the next. */
 typedef struct holder {
-  int64_t shard, unit;
-  int32_t rank, depth;
+  int64_t shard, unit; /* its rank and depth: in its heap_entry */
 } holder;
 
 /* A holder in its piece's heap, with its rank's bytes sent across domains
  * when last looked at. Loads only grow, so a key is never above the
  * rank's load now: the top, once its key is refreshed and still on top,
- * is the least loaded holder (heap_refresh). */
+ * is the least loaded holder (heap_refresh). The holder's rank and depth
+ * are kept beside its index: the heap's walks then read the heap alone,
+ * not p->holders, which misses the cache at every step. */
 typedef struct heap_entry {
   int64_t load, holder;
+  int32_t rank, depth;
 } heap_entry;
 
 /* A piece and the holders that may still relay it (depth < RELAY_DEPTH),
@@ -499,11 +501,9 @@ static rs_status clear_pieces(planner *p) {
 /* Heap order: less load, then a shorter chain, then the newer holder (the
  * order in which holders were preferred when they were walked newest
  * first). */
-static bool heap_less(const planner *p, const heap_entry *a,
-                      const heap_entry *b) {
+static bool heap_less(const heap_entry *a, const heap_entry *b) {
   if (a->load != b->load) return a->load < b->load;
-  int32_t da = p->holders[a->holder].depth, db = p->holders[b->holder].depth;
-  if (da != db) return da < db;
+  if (a->depth != b->depth) return a->depth < b->depth;
   return a->holder > b->holder;
 }
 
@@ -513,19 +513,18 @@ static void heap_swap(heap_entry *h, int64_t i, int64_t j) {
   h[j] = t;
 }
 
-static void holder_sift_up(const planner *p, heap_entry *h, int64_t i) {
-  while (i > 0 && heap_less(p, &h[i], &h[(i - 1) / 2])) {
+static void holder_sift_up(heap_entry *h, int64_t i) {
+  while (i > 0 && heap_less(&h[i], &h[(i - 1) / 2])) {
     heap_swap(h, i, (i - 1) / 2);
     i = (i - 1) / 2;
   }
 }
 
-static void holder_sift_down(const planner *p, heap_entry *h, int64_t n,
-                             int64_t i) {
+static void holder_sift_down(heap_entry *h, int64_t n, int64_t i) {
   for (;;) {
     int64_t c = 2 * i + 1, best = i;
-    if (c < n && heap_less(p, &h[c], &h[best])) best = c;
-    if (c + 1 < n && heap_less(p, &h[c + 1], &h[best])) best = c + 1;
+    if (c < n && heap_less(&h[c], &h[best])) best = c;
+    if (c + 1 < n && heap_less(&h[c + 1], &h[best])) best = c + 1;
     if (best == i) return;
     heap_swap(h, i, best);
     i = best;
@@ -537,10 +536,10 @@ static void holder_sift_down(const planner *p, heap_entry *h, int64_t n,
 static const heap_entry *heap_refresh(const planner *p, piece_slot *s) {
   while (s->nheap) {
     heap_entry *top = &s->heap[0];
-    int64_t now = p->send_inter_load[p->holders[top->holder].rank];
+    int64_t now = p->send_inter_load[top->rank];
     if (now == top->load) return top;
     top->load = now;
-    holder_sift_down(p, s->heap, s->nheap, 0);
+    holder_sift_down(s->heap, s->nheap, 0);
   }
   return NULL;
 }
@@ -585,9 +584,9 @@ static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
   RSI_TRY(rsi_grow((void **)&s->heap, &s->cap_heap, s->nheap + 1,
                    sizeof *s->heap, 4, p->err));
   int64_t h = p->nholders++;
-  p->holders[h] = (holder){shard, unit, rank, depth};
-  s->heap[s->nheap] = (heap_entry){p->send_inter_load[rank], h};
-  holder_sift_up(p, s->heap, s->nheap++);
+  p->holders[h] = (holder){shard, unit};
+  s->heap[s->nheap] = (heap_entry){p->send_inter_load[rank], h, rank, depth};
+  holder_sift_up(s->heap, s->nheap++);
   return RS_OK;
 }
 
@@ -975,9 +974,9 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
     const holder *ho = &p->holders[best->holder];
     src_kind = RSI_EP_DST;
     src_index = ho->shard;
-    src_rank = ho->rank;
+    src_rank = best->rank;
     p->after = ho->unit;
-    p->depth = ho->depth + 1;
+    p->depth = best->depth + 1;
   }
   int32_t depth = p->depth;
 

@@ -15,19 +15,28 @@
 
 enum { RSI_EP_SRC = 0, RSI_EP_DST = 1, RSI_EP_RELAY = 2 };
 
+/* A plan holds tens of millions of moves at thousands of ranks: each is
+ * 48 bytes, its small fields packed into bits (the kinds are RSI_EP_*, the
+ * route an rs_route, stage and forwarded 0 or 1). */
 typedef struct rsi_move {
-  int64_t box;        /* plan->boxes: offset[ndim], extent[ndim] */
+  int64_t box; /* plan->boxes: offset[ndim], extent[ndim] */
   int64_t bytes;
-  int64_t msg_offset; /* byte offset inside its message, 16-aligned */
   int32_t tensor;
   int32_t src_rank, dst_rank;
   int32_t src_index, dst_index; /* shard index, or relay slot index */
   int32_t round;
-  uint8_t src_kind, dst_kind, stage, route, forwarded;
+  uint8_t src_kind : 2, dst_kind : 2, stage : 1, forwarded : 1;
+  /* The move carries block scales computed from values: its tensor is a
+   * scale tensor and its source end is the values' memory (a source shard
+   * or relay slot of plan->conv[tensor].values, holding every element of
+   * the blocks of its box, in src_dtype). The scales are computed where
+   * the values are read (pack, or the local copy). */
+  uint8_t computes_scales : 1;
+  uint8_t route : 2;
   /* Its memory is one contiguous run at the source end (bit 0), at the
    * destination end (bit 1): found once, when the move is made. Never set
    * for a move that converts: those always go through staging. */
-  uint8_t contiguous;
+  uint8_t contiguous : 2;
   /* Element types (rs_dtype) at the source end, on the wire (in the
    * message; bytes counts these) and at the destination end. They differ
    * only where the plan changes dtype: the sender converts when packing
@@ -35,13 +44,8 @@ typedef struct rsi_move {
    * dst_dtype), a local move in its copy (src_dtype -> dst_dtype); one of
    * the two steps of a move between ranks is always the identity. */
   uint8_t src_dtype, wire_dtype, dst_dtype;
-  /* The move carries block scales computed from values: its tensor is a
-   * scale tensor and its source end is the values' memory (a source shard
-   * or relay slot of plan->conv[tensor].values, holding every element of
-   * the blocks of its box, in src_dtype). The scales are computed where
-   * the values are read (pack, or the local copy). */
-  uint8_t computes_scales;
 } rsi_move;
+_Static_assert(sizeof(rsi_move) <= 48, "a move is 48 bytes (see above)");
 
 /* How a tensor changes dtype on the way (plan->conv[t]). */
 typedef struct rsi_conversion {

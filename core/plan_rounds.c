@@ -19,7 +19,8 @@
 #include "radix_sort.h"
 #include "staging.h"
 
-/* How many units ahead assign_rounds asks for the moves it will read. */
+/* How many units ahead assign_rounds asks for the moves it will read (and
+ * twice as many for the units' bounds). */
 #define PREFETCH 16
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
@@ -162,9 +163,18 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
   for (int64_t k = 0; k < nunits; k++) {
     int64_t u = order[k];
     int64_t begin = u ? unit_end[u - 1] : 0, end = unit_end[u];
-    if (k + PREFETCH < nunits) { /* units come in wave order, not memory's */
+    /* Units come in wave order, not memory's: ask for a unit's bounds two
+     * distances ahead, and for its moves (once its bounds are in) one
+     * distance ahead. */
+    if (k + 2 * PREFETCH < nunits) {
+      int64_t v = order[k + 2 * PREFETCH];
+      __builtin_prefetch(&unit_end[v ? v - 1 : 0]);
+      __builtin_prefetch(&unit_after[v]);
+    }
+    if (k + PREFETCH < nunits) {
       int64_t v = order[k + PREFETCH];
       __builtin_prefetch(&plan->moves[v ? unit_end[v - 1] : 0], 1);
+      if (unit_after[v] >= 0) __builtin_prefetch(&unit_round[unit_after[v]]);
     }
     int nt = 0;
     for (int64_t i = begin; i < end; i++) {
@@ -260,8 +270,8 @@ static rs_status make_messages(rs_plan *plan, sched_block *blk, rsi_err *err) {
       *msg = (rsi_message){a->round, a->stage, a->src_rank, a->dst_rank,
                            i, 0, 0};
     }
-    a->msg_offset = ALIGN(msg->bytes, 16);
-    msg->bytes = a->msg_offset + a->bytes;
+    /* each move 16-aligned in its message, as staging.h lays it out */
+    msg->bytes = ALIGN(msg->bytes, 16) + a->bytes;
     msg->nmoves++;
   }
   return RS_OK;

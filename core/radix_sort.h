@@ -13,7 +13,8 @@ typedef struct rsi_keyed {
 
 /* Sort v[0..n) by (hi, lo), stably (equal keys keep their order), by
  * least-significant-digit radix passes over the key bytes that differ
- * between records only. scratch: n records that do not overlap v; the
+ * between records only (every byte's counts come from one read of v).
+ * scratch: n records that do not overlap v; the
  * caller owns it, so that a caller short of fresh memory can lend a part
  * of a block it will use next (plan_rounds.c). */
 void rsi_radix_sort(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
