@@ -513,18 +513,25 @@ static void heap_swap(heap_entry *h, int64_t i, int64_t j) {
   h[j] = t;
 }
 
+/* The heaps are 4-ary: half the levels of a binary heap, and a level's
+ * children side by side. Past a few thousand ranks a tensor's heaps
+ * outgrow the core's cache, and each level of a sift is a miss. (Which
+ * holder is on top never depends on the arity: heap_less is a total
+ * order.) */
+#define HEAP_ARITY 4
+
 static void holder_sift_up(heap_entry *h, int64_t i) {
-  while (i > 0 && heap_less(&h[i], &h[(i - 1) / 2])) {
-    heap_swap(h, i, (i - 1) / 2);
-    i = (i - 1) / 2;
+  while (i > 0 && heap_less(&h[i], &h[(i - 1) / HEAP_ARITY])) {
+    heap_swap(h, i, (i - 1) / HEAP_ARITY);
+    i = (i - 1) / HEAP_ARITY;
   }
 }
 
 static void holder_sift_down(heap_entry *h, int64_t n, int64_t i) {
   for (;;) {
-    int64_t c = 2 * i + 1, best = i;
-    if (c < n && heap_less(&h[c], &h[best])) best = c;
-    if (c + 1 < n && heap_less(&h[c + 1], &h[best])) best = c + 1;
+    int64_t c = HEAP_ARITY * i + 1, best = i;
+    for (int64_t k = c; k < c + HEAP_ARITY && k < n; k++)
+      if (heap_less(&h[k], &h[best])) best = k;
     if (best == i) return;
     heap_swap(h, i, best);
     i = best;
