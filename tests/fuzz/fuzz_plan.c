@@ -24,7 +24,11 @@
  * another of the three: every destination element must then hold the
  * source value cast by the host engine's own per-pair cast (convert.h),
  * one element at a time, away from the plan, the transport and the
- * executor. */
+ * executor. Or it quantizes one to block-scaled f8_e4m3 (blocks of 1-3 x
+ * 1-3, either scale rule), with a scale tensor s<i> whose shards follow
+ * the values' shards that hold whole blocks, in the same buffer: every
+ * value and scale must then hold what the host's whole-tensor quantizer
+ * (rsi_quantize_blocks) makes of the source tensor, NaN for NaN. */
 #include "convert.h"
 #include "fuzz_common.h"
 #include "rt_util.h"
@@ -44,10 +48,16 @@ typedef struct tensor {
   int esize, dst_esize, ndim;
   int64_t shape[RS_MAX_DIMS];
   bool big;
+  /* the destination holds it as block-scaled f8_e4m3 (dst_dt), blocks of
+   * b0 x b1 over the last two dims (b0 1 for one dim) */
+  bool fp8, ue8m0;
+  int64_t b0, b1;
 } tensor;
 
 typedef struct rec { /* a shard the layout accepted */
-  int t, rank, buffer;
+  int t; /* w->t[t], or its scales w->st[t] */
+  bool scales;
+  int rank, buffer;
   int64_t byte_offset;
   int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS], strides[RS_MAX_DIMS];
 } rec;
@@ -64,6 +74,7 @@ typedef struct world {
   rs_context *ctx;
   int size;
   tensor t[MAXT];
+  tensor st[MAXT]; /* st[i]: the scales of t[i], where t[i].fp8 */
   int nt;
   side s[2];
   bool decl_ok[2][MAXT]; /* declared on that side as the tensor is */
@@ -139,9 +150,34 @@ static bool castable(rs_dtype d) {
   return rsi_convert_cast_fn(RS_DTYPE_F32, d) != NULL;
 }
 
+/* The scales of fp8 tensor i: st[i], "s<i>", f32, one per block. */
+static void declare_scales(world *w, int i) {
+  const tensor *t = &w->t[i];
+  tensor *sc = &w->st[i];
+  memset(sc, 0, sizeof *sc);
+  snprintf(sc->name, sizeof sc->name, "s%d", i);
+  sc->dt = sc->dst_dt = RS_DTYPE_F32;
+  sc->esize = sc->dst_esize = 4;
+  sc->ndim = t->ndim;
+  memcpy(sc->shape, t->shape, sizeof sc->shape);
+  int nd = t->ndim;
+  sc->shape[nd - 1] = (t->shape[nd - 1] + t->b1 - 1) / t->b1;
+  if (nd > 1) sc->shape[nd - 2] = (t->shape[nd - 2] + t->b0 - 1) / t->b0;
+  rs_layout *l = w->s[RS_SIDE_DST].l;
+  rs_status st = rs_layout_add_tensor(l, sc->name, sc->dt, sc->ndim, sc->shape);
+  FZ_CHECK(st == RS_OK, "add_tensor of scales: %s (%s)", rs_status_name(st),
+           rs_context_last_error(w->ctx));
+  st = rs_layout_set_block_scales(l, t->name, sc->name, t->b0, t->b1,
+                                  t->ue8m0 ? RS_SCALE_UE8M0 : RS_SCALE_AMAX);
+  FZ_CHECK(st == RS_OK, "set_block_scales %lld x %lld: %s (%s)",
+           (long long)t->b0, (long long)t->b1, rs_status_name(st),
+           rs_context_last_error(w->ctx));
+}
+
 /* Declare the tensors on one side; the destination now and then gets a
- * tensor declared differently or left out, or casts a float tensor to
- * another of f32, bf16 and f16 (a dtype change the plan makes). */
+ * tensor declared differently or left out, casts a float tensor to
+ * another of f32, bf16 and f16, or quantizes one to block-scaled fp8 with
+ * its scales (dtype changes the plan makes). */
 static void declare_side(fz_in *in, world *w, int s) {
   static const rs_dtype casts[3] = {RS_DTYPE_F32, RS_DTYPE_BF16, RS_DTYPE_F16};
   for (int i = 0; i < w->nt; i++) {
@@ -163,10 +199,19 @@ static void declare_side(fz_in *in, world *w, int s) {
         dt = t->dst_dt = to;
         t->dst_esize = (int)rs_dtype_size(to);
       }
+      if (k >= 0xF4 && k < 0xF8 && castable(dt) && !t->big) {
+        dt = t->dst_dt = RS_DTYPE_F8_E4M3;
+        t->dst_esize = 1;
+        t->fp8 = true;
+        t->ue8m0 = k & 1;
+        t->b0 = t->ndim > 1 ? 1 + fz_below(in, 3) : 1;
+        t->b1 = 1 + fz_below(in, 3);
+      }
     }
     rs_status st = rs_layout_add_tensor(w->s[s].l, t->name, dt, t->ndim, shape);
     FZ_CHECK(st == RS_OK, "add_tensor of a valid tensor: %s (%s)",
              rs_status_name(st), rs_context_last_error(w->ctx));
+    if (t->fp8) declare_scales(w, i);
   }
 }
 
@@ -180,9 +225,13 @@ static int64_t place(fz_in *in, side *sd, int rank, int buffer, int esize) {
   return at;
 }
 
+static const tensor *rec_tensor(const world *w, const rec *r) {
+  return r->scales ? &w->st[r->t] : &w->t[r->t];
+}
+
 static bool add_rec(world *w, int s, const rec *r, bool raw) {
   side *sd = &w->s[s];
-  const tensor *t = &w->t[r->t];
+  const tensor *t = rec_tensor(w, r);
   fz_snap before;
   fz_snap_take(sd->l, &before);
   rs_status st = rs_layout_add_shard(sd->l, t->name, r->rank, r->off, r->ext,
@@ -205,6 +254,37 @@ static bool add_rec(world *w, int s, const rec *r, bool raw) {
     if (end > sd->used[r->rank][r->buffer]) sd->used[r->rank][r->buffer] = end;
   }
   return true;
+}
+
+/* The blocks of b elements over [off, off + ext) of a dim of n elements
+ * (from *bo, *be of them), when that span holds whole blocks. */
+static bool whole_blocks(int64_t off, int64_t ext, int64_t n, int64_t b,
+                         int64_t *bo, int64_t *be) {
+  if (off % b || ((off + ext) % b && off + ext != n)) return false;
+  *bo = off / b;
+  *be = (off + ext + b - 1) / b - *bo;
+  return true;
+}
+
+/* A destination shard of fp8 values that holds whole blocks gets the
+ * shard of their scales beside it (same rank and buffer, dense): the
+ * plan then has every scale's values where the scale is. */
+static void add_scales_of(world *w, const rec *v) {
+  const tensor *t = &w->t[v->t];
+  if (!t->fp8) return;
+  rec r = *v;
+  r.scales = true;
+  int nd = t->ndim;
+  if (!whole_blocks(v->off[nd - 1], v->ext[nd - 1], t->shape[nd - 1], t->b1,
+                    &r.off[nd - 1], &r.ext[nd - 1]))
+    return;
+  if (nd > 1 && !whole_blocks(v->off[nd - 2], v->ext[nd - 2],
+                              t->shape[nd - 2], t->b0, &r.off[nd - 2],
+                              &r.ext[nd - 2]))
+    return;
+  dense(nd, r.ext, r.strides);
+  r.byte_offset = w->s[RS_SIDE_DST].used[r.rank][r.buffer];
+  add_rec(w, RS_SIDE_DST, &r, false);
 }
 
 static void op_box(fz_in *in, world *w, int s, int kind) {
@@ -248,7 +328,7 @@ static void op_box(fz_in *in, world *w, int s, int kind) {
     }
   }
   r.byte_offset = place(in, sd, r.rank, r.buffer, esize_on(t, s));
-  add_rec(w, s, &r, false);
+  if (add_rec(w, s, &r, false) && s == RS_SIDE_DST) add_scales_of(w, &r);
 }
 
 static void op_raw(fz_in *in, world *w, int s) {
@@ -329,12 +409,15 @@ static void op_dtensor(fz_in *in, world *w, int s) {
     sd->r[sd->n++] = r;
     int64_t end = byte_end(t, s, &r);
     if (end > sd->used[r.rank][buffer]) sd->used[r.rank][buffer] = end;
+    if (s == RS_SIDE_DST) add_scales_of(w, &r);
   }
 }
 
 /* ---- checking a plan ------------------------------------------------------ */
 
 static void check_queries(world *w, rs_plan *plan) {
+  int ntensors = w->nt; /* and the scales of the fp8 ones */
+  for (int i = 0; i < w->nt; i++) ntensors += w->t[i].fp8;
   int64_t n = -1;
   FZ_CHECK(rs_plan_num_moves(plan, &n) == RS_OK && n >= 0, "num_moves");
   for (int64_t i = 0; i < n && i < 512; i++) {
@@ -342,7 +425,7 @@ static void check_queries(world *w, rs_plan *plan) {
     rs_route route;
     FZ_CHECK(rs_plan_move_info(plan, i, &t, &sr, &dr, &route, &round, &fw) ==
                  RS_OK, "move_info");
-    FZ_CHECK(t >= 0 && t < w->nt && sr >= 0 && sr < w->size && dr >= 0 &&
+    FZ_CHECK(t >= 0 && t < ntensors && sr >= 0 && sr < w->size && dr >= 0 &&
                  dr < w->size && round >= 0 && (fw == 0 || fw == 1) &&
                  route >= RS_ROUTE_LOCAL && route <= RS_ROUTE_INTER,
              "move %lld: tensor %d, ranks %d -> %d, round %d", (long long)i,
@@ -350,14 +433,15 @@ static void check_queries(world *w, rs_plan *plan) {
     const char *name = NULL;
     int nd = 0;
     FZ_CHECK(rs_plan_tensor_info(plan, t, &name, &nd) == RS_OK, "tensor_info");
-    int ti = name && name[0] == 't' ? name[1] - '0' : -1;
-    FZ_CHECK(ti >= 0 && ti < w->nt && nd == w->t[ti].ndim, "tensor %d: %s",
-             t, name ? name : "(null)");
+    int ti = name && (name[0] == 't' || name[0] == 's') ? name[1] - '0' : -1;
+    FZ_CHECK(ti >= 0 && ti < w->nt && (name[0] == 't' || w->t[ti].fp8) &&
+                 nd == w->t[ti].ndim,
+             "tensor %d: %s", t, name ? name : "(null)");
+    const tensor *x = name[0] == 's' ? &w->st[ti] : &w->t[ti];
     int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
     FZ_CHECK(rs_plan_move_box(plan, i, off, ext) == RS_OK, "move_box");
     for (int d = 0; d < nd; d++)
-      FZ_CHECK(off[d] >= 0 && ext[d] >= 1 &&
-                   ext[d] <= w->t[ti].shape[d] - off[d],
+      FZ_CHECK(off[d] >= 0 && ext[d] >= 1 && ext[d] <= x->shape[d] - off[d],
                "move %lld leaves its tensor in dim %d", (long long)i, d);
   }
   for (int r = -1; r < w->size; r++)
@@ -403,6 +487,9 @@ typedef struct vis {
   int gen, t, esize; /* esize: of the source values */
   rs_dtype from, to; /* check: the value cast from -> to */
   const char *where;
+  /* check, of fp8 values or their scales: what each element must hold */
+  const uint8_t *want8;
+  const float *want_scales;
 } vis;
 
 /* The bits of value x of dtype `from` cast to `to`: one element through
@@ -421,18 +508,58 @@ static void store(void *arg, int64_t lin, int64_t at) {
            rt_value((uint64_t)v->gen, (uint64_t)v->t, lin, (size_t)v->esize));
 }
 
+/* A NaN of f8_e4m3 (either sign) or f32: the quantizers may differ in
+ * the sign and payload of a NaN, never in what is one. */
+static bool nan_bits(uint64_t x, size_t size) {
+  if (size == 1) return (x & 0x7F) == 0x7F;
+  return (x & 0x7F800000u) == 0x7F800000u && (x & 0x007FFFFFu);
+}
+
 static void check(void *arg, int64_t lin, int64_t at) {
   vis *v = arg;
-  uint64_t want = cast_bits(rt_value((uint64_t)v->gen, (uint64_t)v->t, lin,
-                                     (size_t)v->esize),
-                            v->from, v->to);
   size_t size = rs_dtype_size(v->to);
+  uint64_t want;
+  if (v->want8) {
+    want = v->want8[lin];
+  } else if (v->want_scales) {
+    uint32_t bits;
+    memcpy(&bits, &v->want_scales[lin], sizeof bits);
+    want = bits;
+  } else {
+    want = cast_bits(rt_value((uint64_t)v->gen, (uint64_t)v->t, lin,
+                              (size_t)v->esize),
+                     v->from, v->to);
+  }
   uint64_t got = rt_load(v->buf + at, size);
-  FZ_CHECK(got == want, "%s: tensor t%d element %lld holds %llx, want %llx "
-           "(%s -> %s)", v->where, v->t, (long long)lin,
+  bool quantized = v->want8 || v->want_scales;
+  FZ_CHECK(got == want ||
+               (quantized && nan_bits(got, size) && nan_bits(want, size)),
+           "%s: tensor %c%d element %lld holds %llx, want %llx (%s -> %s)",
+           v->where, v->want_scales ? 's' : 't', v->t, (long long)lin,
            (unsigned long long)got, (unsigned long long)want,
            rs_dtype_name(v->from), rs_dtype_name(v->to));
   for (size_t i = 0; i < size; i++) v->covered[at + i] = 1;
+}
+
+/* What the host's whole-tensor quantizer makes of fp8 tensor t's source
+ * values of generation gen: *values (an e4m3 byte an element) and
+ * *scales (one f32 a block), for the caller to free. */
+static void quantize_source(const world *w, int ti, int gen, uint8_t **values,
+                            float **scales) {
+  const tensor *t = &w->t[ti];
+  int64_t n = elems(t->ndim, t->shape), ns = elems(t->ndim, w->st[ti].shape);
+  unsigned char *src = malloc((size_t)(n * t->esize));
+  *values = malloc((size_t)n);
+  *scales = malloc((size_t)ns * sizeof **scales);
+  FZ_CHECK(src && *values && *scales, "malloc");
+  for (int64_t lin = 0; lin < n; lin++)
+    rt_store(src + lin * t->esize, (size_t)t->esize,
+             rt_value((uint64_t)gen, (uint64_t)ti, lin, (size_t)t->esize));
+  rsi_err err = {0};
+  rs_status st = rsi_quantize_blocks(t->dt, t->ndim, t->shape, src, *values,
+                                     *scales, t->b0, t->b1, t->ue8m0, &err);
+  FZ_CHECK(st == RS_OK, "rsi_quantize_blocks: %s", rs_status_name(st));
+  free(src);
 }
 
 static bool executable(const world *w) {
@@ -475,18 +602,29 @@ static void execute_and_verify(world *w, rs_plan *plan) {
       const rec *r = &src->r[i];
       const tensor *t = &w->t[r->t];
       vis v = {buf[0][r->rank][r->buffer], NULL, gen, r->t, t->esize,
-               t->dt, t->dt, "source"};
+               t->dt, t->dt, "source", NULL, NULL};
       visit(t, r, t->esize, store, &v);
     }
     rs_status st = rs_plan_execute(plan);
     FZ_CHECK(st == RS_OK, "execute (generation %d): %s (%s)", gen,
              rs_status_name(st), rs_context_last_error(w->ctx));
+    uint8_t *want8[MAXT] = {0};
+    float *want_scales[MAXT] = {0};
+    for (int i = 0; i < w->nt; i++)
+      if (w->t[i].fp8) quantize_source(w, i, gen, &want8[i], &want_scales[i]);
     for (int i = 0; i < dst->n; i++) {
       const rec *r = &dst->r[i];
-      const tensor *t = &w->t[r->t];
+      const tensor *t = rec_tensor(w, r);
       vis v = {buf[1][r->rank][r->buffer], cov[r->rank][r->buffer], gen,
-               r->t, t->esize, t->dt, t->dst_dt, "destination"};
+               r->t, w->t[r->t].esize, w->t[r->t].dt, t->dst_dt,
+               "destination", NULL, NULL};
+      if (r->scales) v.want_scales = want_scales[r->t];
+      else if (t->fp8) v.want8 = want8[r->t];
       visit(t, r, t->dst_esize, check, &v);
+    }
+    for (int i = 0; i < w->nt; i++) {
+      free(want8[i]);
+      free(want_scales[i]);
     }
     for (int r = 0; r < w->size; r++)
       for (int b = 0; b < NBUF; b++)
@@ -569,8 +707,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (getenv("FUZZ_VERBOSE")) {
     int64_t moves = 0;
     if (plan) rs_plan_num_moves(plan, &moves);
-    printf("world %d, %d tensors, %d + %d shards: %s, %lld moves%s%s%s\n",
-           w.size, w.nt, w.s[0].n, w.s[1].n, rs_status_name(st),
+    int fp8 = 0;
+    for (int i = 0; i < w.nt; i++) fp8 += w.t[i].fp8;
+    printf("world %d, %d tensors (%d fp8), %d + %d shards: %s, %lld moves%s%s%s\n",
+           w.size, w.nt, fp8, w.s[0].n, w.s[1].n, rs_status_name(st),
            (long long)moves, st == RS_OK && executable(&w) ? ", executed" : "",
            st == RS_OK ? "" : ": ", st == RS_OK ? "" : rs_context_last_error(w.ctx));
   }

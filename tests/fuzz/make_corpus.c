@@ -272,6 +272,23 @@ static void layout_regressions(void) {
   put("fuzz_layout", "regress-dtensor-chunk-overflow", s, n);
 }
 
+/* rows-to-cols (below) with the destination's f32 [8,6] quantized to fp8:
+ * `decl` 0xF4 (amax scales) or 0xF5 (UE8M0), blocks of 1 + b0 % 3 rows
+ * and 1 + b1 % 3 columns, and the destination a DTensor over 4 ranks
+ * sharding dim `dim`. */
+static void plan_fp8_seed(const char *name, unsigned char decl,
+                          unsigned char b0, unsigned char b1,
+                          unsigned char dim) {
+  unsigned char placement = (unsigned char)(dim + 1); /* -1: replicate */
+  const unsigned char s[] = {
+      3, 1, 2, 0, 0, 10, 20, 1, 7, 5, /* world 4, one f32 [8,6] */
+      decl, b0, b1,                   /* destination: fp8, its blocks */
+      0, 0, 0, 0, 1, 0, 0, 0, 1, 0,   /* source: dtensor mesh [2], Shard(0) */
+      0, 0, 0, 0, 3, 0, 0, 0, placement, 1, /* destination: mesh [4] */
+  };
+  put("fuzz_plan", name, s, sizeof s);
+}
+
 static void plan_seeds(void) {
   /* world 4, domains of 2, staging 256 MiB, slice 4 KiB; one f32 [8,6];
    * source Shard(0) over 2 ranks, destination Shard(1) over 4 */
@@ -304,6 +321,12 @@ static void plan_seeds(void) {
       6, 0, 3, 2, 0, 0, 0, 0, 0, 0, 1, 0, 1, 2, 0, 0,
   };
   put("fuzz_plan", "mixed", mixed, sizeof mixed);
+  /* rows-to-cols into block-scaled fp8: blocks of 2 x 2, amax scales,
+   * beside each destination Shard(1) of two columns; then UE8M0 scales,
+   * blocks of 2 x 3, the destination Shard(0) over 4 (a rank's rows hold
+   * whole blocks) */
+  plan_fp8_seed("fp8-rows-to-cols", 0xF4, 1, 1, 1);
+  plan_fp8_seed("fp8-ue8m0-rows", 0xF5, 1, 2, 0);
 }
 
 int main(int argc, char **argv) {
