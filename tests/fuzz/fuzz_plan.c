@@ -225,6 +225,12 @@ static int64_t place(fz_in *in, side *sd, int rank, int buffer, int esize) {
   return at;
 }
 
+static int fp8_tensors(const world *w) {
+  int n = 0;
+  for (int i = 0; i < w->nt; i++) n += w->t[i].fp8;
+  return n;
+}
+
 static const tensor *rec_tensor(const world *w, const rec *r) {
   return r->scales ? &w->st[r->t] : &w->t[r->t];
 }
@@ -416,8 +422,7 @@ static void op_dtensor(fz_in *in, world *w, int s) {
 /* ---- checking a plan ------------------------------------------------------ */
 
 static void check_queries(world *w, rs_plan *plan) {
-  int ntensors = w->nt; /* and the scales of the fp8 ones */
-  for (int i = 0; i < w->nt; i++) ntensors += w->t[i].fp8;
+  int ntensors = w->nt + fp8_tensors(w); /* and the fp8 ones' scales */
   int64_t n = -1;
   FZ_CHECK(rs_plan_num_moves(plan, &n) == RS_OK && n >= 0, "num_moves");
   for (int64_t i = 0; i < n && i < 512; i++) {
@@ -707,10 +712,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (getenv("FUZZ_VERBOSE")) {
     int64_t moves = 0;
     if (plan) rs_plan_num_moves(plan, &moves);
-    int fp8 = 0;
-    for (int i = 0; i < w.nt; i++) fp8 += w.t[i].fp8;
     printf("world %d, %d tensors (%d fp8), %d + %d shards: %s, %lld moves%s%s%s\n",
-           w.size, w.nt, fp8, w.s[0].n, w.s[1].n, rs_status_name(st),
+           w.size, w.nt, fp8_tensors(&w), w.s[0].n, w.s[1].n, rs_status_name(st),
            (long long)moves, st == RS_OK && executable(&w) ? ", executed" : "",
            st == RS_OK ? "" : ": ", st == RS_OK ? "" : rs_context_last_error(w.ctx));
   }
