@@ -29,56 +29,94 @@
  * into any of them that has room, not only into the newest. */
 #define WINDOW 16
 
-typedef struct rank_round {
-  int32_t cur; /* newest round the rank takes part in */
-  int64_t used[WINDOW], relay[WINDOW]; /* round r at [r % WINDOW] */
-  int64_t cost;                        /* of the unit being placed */
-  bool touched;
-} rank_round;
+/* What placing a unit reads of every rank it touches, 16 bytes a rank so
+ * that all of them stay in a core's cache at tens of thousands of ranks
+ * (the windows, 256 bytes a rank, live apart and are read a line at a
+ * time). */
+typedef struct rank_now {
+  int64_t cost;  /* of the unit being placed; -1: the unit leaves it out */
+  int32_t cur;   /* newest round the rank takes part in */
+  int32_t relay_cur; /* newest round whose relay use is counted from 0 */
+} rank_now;
 
-static int64_t used_at(const rank_round *q, int32_t r) {
-  if (r > q->cur) return 0;
-  if (r <= q->cur - WINDOW) return INT64_MAX / 2; /* out of the window */
-  return q->used[r % WINDOW];
+typedef struct rank_rounds {
+  rank_now *now;
+  int64_t *used, *relay; /* rank's round r at [rank * WINDOW + r % WINDOW] */
+} rank_rounds;
+
+/* False when memory ran out (free what it got with rank_rounds_free). */
+static bool rank_rounds_alloc(rank_rounds *q, int W) {
+  q->now = malloc((size_t)W * sizeof *q->now);
+  q->used = calloc((size_t)W * WINDOW, sizeof *q->used);
+  q->relay = calloc((size_t)W * WINDOW, sizeof *q->relay);
+  if (!q->now || !q->used || !q->relay) return false;
+  for (int r = 0; r < W; r++) q->now[r] = (rank_now){-1, 0, 0};
+  return true;
 }
 
-static void advance(rank_round *q, int32_t r) {
-  for (int32_t k = q->cur + 1; k <= r && k <= q->cur + WINDOW; k++)
-    q->used[k % WINDOW] = q->relay[k % WINDOW] = 0;
-  if (r > q->cur) q->cur = r;
+static void rank_rounds_free(rank_rounds *q) {
+  free(q->now);
+  free(q->used);
+  free(q->relay);
 }
 
-static void add_cost(rank_round *rr, int32_t *touched, int *nt, int rank,
+static int64_t used_at(const rank_rounds *q, int rank, int32_t r) {
+  int32_t cur = q->now[rank].cur;
+  if (r > cur) return 0;
+  if (r <= cur - WINDOW) return INT64_MAX / 2; /* out of the window */
+  return q->used[(int64_t)rank * WINDOW + r % WINDOW];
+}
+
+static void advance(rank_rounds *q, int rank, int32_t r) {
+  rank_now *n = &q->now[rank];
+  int64_t *used = q->used + (int64_t)rank * WINDOW;
+  for (int32_t k = n->cur + 1; k <= r && k <= n->cur + WINDOW; k++)
+    used[k % WINDOW] = 0;
+  if (r > n->cur) n->cur = r;
+}
+
+/* The rank's relay use in round r <= its newest round. The relay window
+ * is cleared only when it is read, not at every advance: a round's count
+ * starts from 0 once the rank took part in it, as its use does. */
+static int64_t *relay_at(rank_rounds *q, int rank, int32_t r) {
+  rank_now *n = &q->now[rank];
+  int64_t *relay = q->relay + (int64_t)rank * WINDOW;
+  for (int32_t k = n->relay_cur + 1; k <= n->cur && k <= n->relay_cur + WINDOW;
+       k++)
+    relay[k % WINDOW] = 0;
+  n->relay_cur = n->cur;
+  return &relay[r % WINDOW];
+}
+
+static void add_cost(rank_rounds *q, int32_t *touched, int *nt, int rank,
                      int64_t bytes, bool relay) {
-  if (!rr[rank].touched) {
-    rr[rank].touched = true;
-    rr[rank].cost = 0;
+  rank_now *n = &q->now[rank];
+  if (n->cost < 0) {
+    n->cost = 0;
     touched[(*nt)++] = rank;
   }
   /* charged as staging.h lays it out: 64-aligned at both ends, and again
    * for a relay slot, which holds the bytes beside the staging they
    * arrive in */
-  rr[rank].cost += ALIGN(bytes, 64);
-  if (relay) rr[rank].cost += ALIGN(bytes, 64);
+  n->cost += ALIGN(bytes, 64);
+  if (relay) n->cost += ALIGN(bytes, 64);
 }
 
 /* The earliest round from `lo` on where every touched rank has room for
  * its cost. */
-static int32_t first_fit(const rank_round *rr, const int32_t *touched, int nt,
+static int32_t first_fit(const rank_rounds *q, const int32_t *touched, int nt,
                          int64_t cap, int32_t lo) {
   int32_t hi = lo;
   for (int i = 0; i < nt; i++) {
-    const rank_round *q = &rr[touched[i]];
-    if (q->cur - WINDOW + 1 > lo) lo = q->cur - WINDOW + 1;
-    if (q->cur + 1 > hi) hi = q->cur + 1;
+    int32_t cur = q->now[touched[i]].cur;
+    if (cur - WINDOW + 1 > lo) lo = cur - WINDOW + 1;
+    if (cur + 1 > hi) hi = cur + 1;
   }
   if (hi < lo) hi = lo;
   for (int32_t r = lo; r < hi; r++) {
     bool fits = true;
-    for (int i = 0; i < nt && fits; i++) {
-      const rank_round *q = &rr[touched[i]];
-      fits = used_at(q, r) + q->cost <= cap;
-    }
+    for (int i = 0; i < nt && fits; i++)
+      fits = used_at(q, touched[i], r) + q->now[touched[i]].cost <= cap;
     if (fits) return r;
   }
   return hi; /* a round none of them is in yet */
@@ -149,12 +187,13 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
   const int64_t *order = (const int64_t *)b->v;
   /* the units' rounds, behind their order (over keys no longer read) */
   int32_t *unit_round = (int32_t *)(b->v + (size_t)nunits * sizeof *order);
-  rank_round *rr = calloc((size_t)W, sizeof *rr);
+  rank_rounds rr = {0};
+  bool have_rr = rank_rounds_alloc(&rr, W);
   int32_t *touched = malloc((size_t)W * sizeof *touched);
   plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
   plan->stats = calloc((size_t)W, sizeof *plan->stats);
-  if (!rr || !touched || !plan->relay_bytes || !plan->stats) {
-    free(rr);
+  if (!have_rr || !touched || !plan->relay_bytes || !plan->stats) {
+    rank_rounds_free(&rr);
     free(touched);
     return RSI_NOMEM(err);
   }
@@ -182,21 +221,20 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
       if (m->route == RS_ROUTE_LOCAL) continue; /* a copy needs no staging */
       /* pack on the sender; land on the receiver, in a relay slot or in
        * receive staging */
-      add_cost(rr, touched, &nt, m->src_rank, m->bytes, false);
-      add_cost(rr, touched, &nt, m->dst_rank, m->bytes,
+      add_cost(&rr, touched, &nt, m->src_rank, m->bytes, false);
+      add_cost(&rr, touched, &nt, m->dst_rank, m->bytes,
                m->dst_kind == RSI_EP_RELAY);
     }
     int32_t lo = unit_after[u] >= 0 ? unit_round[unit_after[u]] + 1 : 0;
-    int32_t r = nt ? first_fit(rr, touched, nt, cap, lo)
-                   : rr[plan->moves[begin].src_rank].cur;
+    int32_t r = nt ? first_fit(&rr, touched, nt, cap, lo)
+                   : rr.now[plan->moves[begin].src_rank].cur;
     if (r < lo) r = lo;
     unit_round[u] = r;
     for (int i = 0; i < nt; i++) {
       int rank = touched[i];
-      rank_round *q = &rr[rank];
-      advance(q, r);
-      q->used[r % WINDOW] += q->cost;
-      q->touched = false;
+      advance(&rr, rank, r);
+      rr.used[(int64_t)rank * WINDOW + r % WINDOW] += rr.now[rank].cost;
+      rr.now[rank].cost = -1;
     }
     for (int64_t i = begin; i < end; i++) {
       rsi_move *m = &plan->moves[i];
@@ -205,18 +243,18 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
           plan->relays[m->dst_index].staging_offset < 0) {
         /* a slot may be filled by several moves: placed at the first */
         rsi_relay *s = &plan->relays[m->dst_index];
-        rank_round *q = &rr[s->rank];
+        int64_t *relay = relay_at(&rr, s->rank, r);
         s->round = r;
-        s->staging_offset = q->relay[r % WINDOW];
-        q->relay[r % WINDOW] += ALIGN(s->bytes, 64);
-        if (q->relay[r % WINDOW] > plan->relay_bytes[s->rank])
-          plan->relay_bytes[s->rank] = q->relay[r % WINDOW];
+        s->staging_offset = *relay;
+        *relay += ALIGN(s->bytes, 64);
+        if (*relay > plan->relay_bytes[s->rank])
+          plan->relay_bytes[s->rank] = *relay;
       }
     }
     if (r > last_round) last_round = r;
   }
   plan->nrounds = last_round + 1;
-  free(rr);
+  rank_rounds_free(&rr);
   free(touched);
   return RS_OK;
 }
