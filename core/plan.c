@@ -80,11 +80,37 @@ typedef struct holder {
  * rank's load now: the top, once its key is refreshed and still on top,
  * is the least loaded holder (heap_refresh). The holder's rank and depth
  * are kept beside its index: the heap's walks then read the heap alone,
- * not p->holders, which misses the cache at every step. */
+ * not p->holders, which misses the cache at every step. An entry is 16
+ * bytes: past a few thousand ranks a tensor's heaps outgrow the core's
+ * cache, and every byte of them is read again for each destination
+ * domain. `order` is the tie-break of heap_less as one number: the depth
+ * in its top bits, then the holder's index counted down from
+ * HOLDER_LIMIT, so that the smaller order is the shorter chain, then the
+ * newer holder. */
 typedef struct heap_entry {
-  int64_t load, holder;
-  int32_t rank, depth;
+  int64_t load;
+  int32_t rank;
+  uint32_t order;
 } heap_entry;
+
+/* Holders a tensor may register: a holder is a needer with a move of the
+ * piece, so a plan within PLAN_BYTES never has half as many; past it a
+ * piece relays no further (as past RELAY_DEPTH), the same on every
+ * rank. */
+#define HOLDER_BITS 28
+#define HOLDER_LIMIT (((int64_t)1 << HOLDER_BITS) - 1)
+
+static uint32_t holder_order(int64_t index, int32_t depth) {
+  return (uint32_t)depth << HOLDER_BITS | (uint32_t)(HOLDER_LIMIT - index);
+}
+
+static int64_t entry_holder(const heap_entry *e) {
+  return HOLDER_LIMIT - (int64_t)(e->order & HOLDER_LIMIT);
+}
+
+static int32_t entry_depth(const heap_entry *e) {
+  return (int32_t)(e->order >> HOLDER_BITS);
+}
 
 /* A piece and the holders that may still relay it (depth < RELAY_DEPTH),
  * least loaded first: finding the sender costs O(log holders), not a walk
@@ -112,6 +138,9 @@ typedef struct replica_entry {
  * sent again by its source (16 replicas over domains of 8: the busiest
  * rank sends 2x its shard at 7, 2.4x at 3), each link one round later. */
 #define RELAY_DEPTH 7
+_Static_assert(RELAY_DEPTH <= 1 << (32 - HOLDER_BITS),
+               "a holder's depth fits the top bits of its heap order");
+_Static_assert(sizeof(heap_entry) == 16, "a heap entry is 16 bytes");
 
 /* The memory a plan may take while it is made and scheduled: what the
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
@@ -503,8 +532,7 @@ static rs_status clear_pieces(planner *p) {
  * first). */
 static bool heap_less(const heap_entry *a, const heap_entry *b) {
   if (a->load != b->load) return a->load < b->load;
-  if (a->depth != b->depth) return a->depth < b->depth;
-  return a->holder > b->holder;
+  return a->order < b->order;
 }
 
 static void heap_swap(heap_entry *h, int64_t i, int64_t j) {
@@ -575,7 +603,8 @@ static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
     }
     free(old);
   }
-  if (depth >= RELAY_DEPTH) return RS_OK; /* relays no further */
+  if (depth >= RELAY_DEPTH || p->nholders >= HOLDER_LIMIT)
+    return RS_OK; /* relays no further */
   RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
                    sizeof *p->holders, 1024, p->err));
   bool found;
@@ -592,7 +621,8 @@ static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
                    sizeof *s->heap, 4, p->err));
   int64_t h = p->nholders++;
   p->holders[h] = (holder){shard, unit};
-  s->heap[s->nheap] = (heap_entry){p->send_inter_load[rank], h, rank, depth};
+  s->heap[s->nheap] =
+      (heap_entry){p->send_inter_load[rank], rank, holder_order(h, depth)};
   holder_sift_up(s->heap, s->nheap++);
   return RS_OK;
 }
@@ -978,12 +1008,12 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   piece_slot *slot = piece_find(p, g - p->sgroups, off, ext, &known);
   const heap_entry *best = known ? heap_refresh(p, slot) : NULL;
   if (best && best->load < p->send_inter_load[src_rank]) {
-    const holder *ho = &p->holders[best->holder];
+    const holder *ho = &p->holders[entry_holder(best)];
     src_kind = RSI_EP_DST;
     src_index = ho->shard;
     src_rank = best->rank;
     p->after = ho->unit;
-    p->depth = best->depth + 1;
+    p->depth = entry_depth(best) + 1;
   }
   int32_t depth = p->depth;
 
