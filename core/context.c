@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sigpipe.h"
 #include "transport/transport.h"
 
 #define MIB ((int64_t)1 << 20)
@@ -53,7 +54,12 @@ void rsi_context_unref(rs_context *ctx) {
   if (!ctx) return;
   if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
     return;
-  if (ctx->transport) ctx->transport->ops->destroy(ctx->transport);
+  if (ctx->transport) { /* which may still talk to peers */
+    rsi_sigpipe_hold h;
+    rsi_sigpipe_hold_begin(&h);
+    ctx->transport->ops->destroy(ctx->transport);
+    rsi_sigpipe_hold_end(&h);
+  }
   free(ctx->domain_of);
   free(ctx->err);
   free(ctx);
@@ -178,10 +184,14 @@ rs_status rsi_context_create_module(const char *module,
   RSI_TRY(rsi_module_load(module, &m, err));
   rsi_transport *tp;
   int rank, world, *hosts;
-  RSI_TRY(m->create(args, &tp, &rank, &world, &hosts, err));
-  rs_status st =
-      rsi_context_assemble(kind, tp, rank, world, hosts, block, out);
-  free(hosts);
+  rsi_sigpipe_hold h; /* creating a context talks to the peers */
+  rsi_sigpipe_hold_begin(&h);
+  rs_status st = m->create(args, &tp, &rank, &world, &hosts, err);
+  if (st == RS_OK) {
+    st = rsi_context_assemble(kind, tp, rank, world, hosts, block, out);
+    free(hosts);
+  }
+  rsi_sigpipe_hold_end(&h);
   return st;
 }
 

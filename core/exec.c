@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "exec_guard.h"
 #include "exec_run.h"
+#include "sigpipe.h"
 #include "transport/transport.h"
 
 static const char *side_name(int side) {
@@ -304,7 +305,7 @@ static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
   return RS_OK;
 }
 
-rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
+static rs_status start_execution(rs_plan *plan, void *queue) {
   rs_context *ctx = plan->ctx;
   rsi_err *err = ctx->err;
   if (ctx->running)
@@ -391,7 +392,7 @@ static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
   return RS_OK;
 }
 
-rs_status rsi_plan_test(rs_plan *plan, int *done) {
+static rs_status test_execution(rs_plan *plan, int *done) {
   *done = 1;
   if (!plan->exec) return RS_OK;
   if (plan->exec->phase == PHASE_IDLE) {
@@ -405,7 +406,7 @@ rs_status rsi_plan_test(rs_plan *plan, int *done) {
   return st;
 }
 
-rs_status rsi_plan_wait(rs_plan *plan) {
+static rs_status wait_execution(rs_plan *plan) {
   if (!plan->exec) return RS_OK;
   while (plan->exec->phase != PHASE_IDLE) {
     bool finished, progress;
@@ -416,9 +417,41 @@ rs_status rsi_plan_wait(rs_plan *plan) {
   return drain(plan, true);
 }
 
+/* The entry points hold SIGPIPE while they may write to peers
+ * (sigpipe.h): each is one of these calls, made inside one hold. */
+typedef enum { CALL_START, CALL_TEST, CALL_WAIT, CALL_RUN } exec_call;
+
+static rs_status held(exec_call call, rs_plan *plan, void *queue, int *done) {
+  rsi_sigpipe_hold h;
+  rsi_sigpipe_hold_begin(&h);
+  rs_status st = RS_OK;
+  switch (call) {
+    case CALL_START: st = start_execution(plan, queue); break;
+    case CALL_TEST: st = test_execution(plan, done); break;
+    case CALL_WAIT: st = wait_execution(plan); break;
+    case CALL_RUN:
+      st = start_execution(plan, NULL);
+      if (st == RS_OK) st = wait_execution(plan);
+      break;
+  }
+  rsi_sigpipe_hold_end(&h);
+  return st;
+}
+
+rs_status rsi_plan_execute_async(rs_plan *plan, void *queue) {
+  return held(CALL_START, plan, queue, NULL);
+}
+
+rs_status rsi_plan_test(rs_plan *plan, int *done) {
+  return held(CALL_TEST, plan, NULL, done);
+}
+
+rs_status rsi_plan_wait(rs_plan *plan) {
+  return held(CALL_WAIT, plan, NULL, NULL);
+}
+
 rs_status rsi_plan_execute(rs_plan *plan) {
-  RSI_TRY(rsi_plan_execute_async(plan, NULL));
-  return rsi_plan_wait(plan);
+  return held(CALL_RUN, plan, NULL, NULL);
 }
 
 void rsi_context_abort(rs_context *ctx) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sigpipe.h"
 #include "status.h"
 #include "transport/transport.h"
 #include "wire.h"
@@ -90,11 +91,15 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   if (own != RS_OK) refusal_make(&no, &own_err);
   size_t *counts = malloc((size_t)ctx->world_size * sizeof *counts);
   rs_status st = counts ? RS_OK : RSI_NOMEM(err);
-  if (st == RS_OK)
+  if (st == RS_OK) {
+    rsi_sigpipe_hold h; /* the collective writes to peers */
+    rsi_sigpipe_hold_begin(&h);
     st = own == RS_OK ? tp->control->allgatherv(tp, mine, len, &all, counts,
                                                 ctx->timeout_ms, err)
                       : tp->control->allgatherv(tp, no.bytes, no.len, &all,
                                                 counts, ctx->timeout_ms, err);
+    rsi_sigpipe_hold_end(&h);
+  }
   free(mine);
   if (st != RS_OK && own != RS_OK) /* what failed, and what came first */
     RSI_FAIL(err, st, "%s (this rank had refused its layout: %s)", err->msg,

@@ -18,6 +18,9 @@
  *                     (a small staging setting cuts it into rounds), so
  *                     the others have already written part of their
  *                     destination when it dies
+ *   dies_between      all execute once; then the victim exits before the
+ *                     second, which the others call 200 ms later: their
+ *                     hellos go to a connection whose far end is gone
  *   never_calls       the victim never calls rs_plan_execute
  *   aborted           the same, with a timeout of 30 s; 200 ms into the
  *                     call another thread of each survivor calls
@@ -246,6 +249,20 @@ static rs_status execute(run *r, double *ms, char *msg) {
   return st;
 }
 
+/* The first execution, made by all together: every element must arrive.
+ * Then all meet (a barrier), and the sources take generation 2. */
+static void first_together(run *r) {
+  int64_t right, poisoned, wrong;
+  r->st = execute(r, &r->elapsed_ms, r->msg);
+  count(r, 1, &right, &poisoned, &wrong);
+  if (r->st != RS_OK || right != r->elems)
+    fail("first execution: %s (%s), %lld of %lld right",
+         rs_status_name(r->st), r->msg, (long long)right,
+         (long long)r->elems);
+  MPI_Barrier(MPI_COMM_WORLD);
+  h_fill(&r->m, &r->sb, 2);
+}
+
 /* After a failure that ended the context: a second execution is refused
  * at once, without touching the network. */
 static void expect_context_done(run *r) {
@@ -357,7 +374,7 @@ int main(int argc, char **argv) {
   }
   static const char *modes[] = {"dies_in_agreement", "dies_in_hello",
                                 "dies_first_send",
-                                "dies_mid", "never_calls", "aborted",
+                                "dies_mid", "dies_between", "never_calls", "aborted",
                                 "silent_far",
                                 "skips_second", "late",
                                 "other_layout", "other_declaration",
@@ -380,9 +397,18 @@ int main(int argc, char **argv) {
   h_poison(&r.db);
   int64_t right = 0, poisoned = 0, wrong = 0;
   bool dead_peer = is("dies_in_agreement") || is("dies_in_hello") ||
-                   is("dies_first_send") || is("dies_mid");
+                   is("dies_first_send") || is("dies_mid") ||
+                   is("dies_between");
 
-  if (dead_peer) {
+  if (is("dies_between")) {
+    first_together(&r);
+    if (h_rank == victim) _exit(0);
+    h_sleep_ms(200); /* the victim is gone by now */
+    if (!failure[0]) {
+      r.st = execute(&r, &r.elapsed_ms, r.msg);
+      survivor(&r, 2);
+    }
+  } else if (dead_peer) {
     /* the victim never returns from this call */
     r.st = execute(&r, &r.elapsed_ms, r.msg);
     if (h_rank == victim)
@@ -440,14 +466,7 @@ int main(int argc, char **argv) {
       expect_context_done(&r);
     }
   } else if (is("skips_second")) {
-    r.st = execute(&r, &r.elapsed_ms, r.msg);
-    count(&r, 1, &right, &poisoned, &wrong);
-    if (r.st != RS_OK || right != r.elems)
-      fail("first execution: %s (%s), %lld of %lld right",
-           rs_status_name(r.st), r.msg, (long long)right,
-           (long long)r.elems);
-    MPI_Barrier(MPI_COMM_WORLD);
-    h_fill(&r.m, &r.sb, 2);
+    first_together(&r);
     if (h_rank == victim) {
       h_sleep_ms((int)(3 * timeout_ms));
     } else if (!failure[0]) {
@@ -467,12 +486,7 @@ int main(int argc, char **argv) {
      * receives match what they abandoned. Then every rank makes MPI
      * progress (barriers): an abandoned transfer must not touch memory
      * libreshard has freed (AddressSanitizer run) nor deliver wrong bytes */
-    r.st = execute(&r, &r.elapsed_ms, r.msg);
-    count(&r, 1, &right, &poisoned, &wrong);
-    if (r.st != RS_OK || right != r.elems)
-      fail("first execution: %s (%s)", rs_status_name(r.st), r.msg);
-    MPI_Barrier(MPI_COMM_WORLD);
-    h_fill(&r.m, &r.sb, 2);
+    first_together(&r);
     if (h_rank == victim) h_sleep_ms((int)(timeout_ms * 3 / 2));
     if (!failure[0]) r.st = execute(&r, &r.elapsed_ms, r.msg);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -554,7 +568,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  int gen = is("skips_second") || is("late") ? 2 : 1;
+  int gen = is("skips_second") || is("late") || is("dies_between") ? 2 : 1;
   int64_t prev = 0, p0, w0;
   count(&r, gen, &right, &poisoned, &wrong);
   if (gen == 2) count(&r, 1, &prev, &p0, &w0);

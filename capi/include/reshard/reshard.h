@@ -730,6 +730,14 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * layouts again (rs_layout_allgather), plan, bind and execute. A failure
  * in the agreement of a new plan's inputs (RS_ERR_MISMATCH naming the
  * differing section, or the rank that refused) leaves the context usable.
+ *
+ * A dead peer does not end this process: while this call (and every other
+ * that talks to peers: rs_plan_execute_async, rs_plan_test, rs_plan_wait,
+ * rs_layout_allgather, context creation, and the destruction of a
+ * context's last reference) runs, SIGPIPE is blocked on the calling thread
+ * and one raised by a write to a closed connection is discarded; the
+ * thread's signal mask is as it was when the call returns (since 0.5;
+ * docs/RELIABILITY.md, finding 17).
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_BUFFER (a needed buffer is
  * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
  * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH (ranks disagree, or another
