@@ -33,7 +33,12 @@ if [ "$fails" -ne 0 ]; then
   verdict=fail
 fi
 if [ "$passes" -ne "$expected" ]; then
-  echo "run_fault: $passes FAULT-PASS lines, want $expected"
+  # which ranks spoke: a process that vanished (a signal, an exit inside
+  # MPI) prints nothing, and mpirun --enable-recovery may still exit 0
+  said=$(sed -n 's/^FAULT-[A-Z]* mode=[^ ]* rank=\([0-9]*\).*/\1/p' "$out" |
+    sort -n | tr '\n' ' ' | sed 's/ $//')
+  echo "run_fault: $passes FAULT-PASS lines, want $expected (ranks that" \
+    "reported: ${said:-none})"
   verdict=fail
 fi
 if [ "$check_rc" = 1 ] && [ "$rc" -ne 0 ]; then
