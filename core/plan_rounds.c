@@ -41,7 +41,7 @@ typedef struct rank_now {
 
 typedef struct rank_rounds {
   rank_now *now;
-  int64_t *used, *relay; /* rank's round r at [rank * WINDOW + r % WINDOW] */
+  int64_t *used, *relay; /* WINDOW rounds a rank: see window_of */
 } rank_rounds;
 
 /* False when memory ran out (free what it got with rank_rounds_free). */
@@ -60,16 +60,22 @@ static void rank_rounds_free(rank_rounds *q) {
   free(q->relay);
 }
 
+/* The rank's window in `windows` (q->used or q->relay): round r at
+ * [r % WINDOW]. */
+static int64_t *window_of(int64_t *windows, int rank) {
+  return windows + (int64_t)rank * WINDOW;
+}
+
 static int64_t used_at(const rank_rounds *q, int rank, int32_t r) {
   int32_t cur = q->now[rank].cur;
   if (r > cur) return 0;
   if (r <= cur - WINDOW) return INT64_MAX / 2; /* out of the window */
-  return q->used[(int64_t)rank * WINDOW + r % WINDOW];
+  return window_of(q->used, rank)[r % WINDOW];
 }
 
 static void advance(rank_rounds *q, int rank, int32_t r) {
   rank_now *n = &q->now[rank];
-  int64_t *used = q->used + (int64_t)rank * WINDOW;
+  int64_t *used = window_of(q->used, rank);
   for (int32_t k = n->cur + 1; k <= r && k <= n->cur + WINDOW; k++)
     used[k % WINDOW] = 0;
   if (r > n->cur) n->cur = r;
@@ -80,7 +86,7 @@ static void advance(rank_rounds *q, int rank, int32_t r) {
  * starts from 0 once the rank took part in it, as its use does. */
 static int64_t *relay_at(rank_rounds *q, int rank, int32_t r) {
   rank_now *n = &q->now[rank];
-  int64_t *relay = q->relay + (int64_t)rank * WINDOW;
+  int64_t *relay = window_of(q->relay, rank);
   for (int32_t k = n->relay_cur + 1; k <= n->cur && k <= n->relay_cur + WINDOW;
        k++)
     relay[k % WINDOW] = 0;
@@ -233,7 +239,7 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
     for (int i = 0; i < nt; i++) {
       int rank = touched[i];
       advance(&rr, rank, r);
-      rr.used[(int64_t)rank * WINDOW + r % WINDOW] += rr.now[rank].cost;
+      window_of(rr.used, rank)[r % WINDOW] += rr.now[rank].cost;
       rr.now[rank].cost = -1;
     }
     for (int64_t i = begin; i < end; i++) {
