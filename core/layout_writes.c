@@ -15,7 +15,11 @@
  *   (a heap over one run iterator per shard), and a run that starts before
  *   the furthest end seen so far shares a byte with the run that reached
  *   it: exact for any strides, O(R log k) for R runs, and never shard
- *   against shard. */
+ *   against shard. Before that, a cluster whose shards take turns in one
+ *   period (each strided by it, their slices apart modulo it: a fused
+ *   buffer whose tensors alternate block by block) passes in O(k log k):
+ *   merging the runs of a 671B model's fused expert weights at 16,384
+ *   ranks walked half a billion runs. */
 #include "layout.h"
 
 #include <stdlib.h>
@@ -219,12 +223,73 @@ static rs_status merge_runs(cluster *c, rsi_err *err) {
   return st;
 }
 
+/* ---- shards that take turns in a common period ----------------------------- */
+
+/* A byte range [start, start + bytes) of one period. */
+typedef struct span {
+  int64_t start, bytes;
+} span;
+
+static int span_cmp(const void *x, const void *y) {
+  const span *a = x, *b = y;
+  return (a->start > b->start) - (a->start < b->start);
+}
+
+/* The period of shard s: the byte stride of its dim of largest stride
+ * (extent > 1), with the bytes one step of that dim spans; false when
+ * every extent is 1. */
+static bool shard_period(const rs_layout *l, const rsi_shard *s,
+                         int64_t *period, int64_t *slice) {
+  const rsi_tensor *t = &l->tensors[s->tensor];
+  const int64_t *ext = rsi_shard_extent(&l->pool, s, t->ndim);
+  const int64_t *st = rsi_shard_strides(&l->pool, s, t->ndim);
+  int order[RSI_MAX_DIMS];
+  if (rsi_box_stride_order(t->ndim, ext, st, order) == 0) return false;
+  int o = order[0];
+  *period = st[o] * t->esize; /* within byte_end, which did not overflow */
+  *slice = s->byte_end - s->byte_offset - (ext[o] - 1) * *period;
+  return true;
+}
+
+/* Whether the cluster's shards provably share no byte because they take
+ * turns in one period P (fused buffers: the gate and up halves of every
+ * expert, each tensor's shard strided by the pair): every shard's bytes
+ * lie in [b + kP, b + kP + w) for its byte offset b, some k >= 0 and a
+ * w <= P (a shard whose whole span is at most P is one such slice), so a
+ * byte both shards write would put their slices' images modulo P on the
+ * same point; images that are disjoint rule that out. False says nothing:
+ * the byte runs decide (merge_runs). */
+static bool take_turns(const cluster *c, span *images) {
+  int64_t period = 0, slice;
+  for (int64_t i = 0; i < c->n && period == 0; i++)
+    if (shard_period(c->l, shard_at(c, i), &period, &slice) && slice >= period)
+      period = 0; /* its steps overlap: no period from it */
+  if (period == 0) return false;
+  for (int64_t i = 0; i < c->n; i++) {
+    const rsi_shard *s = shard_at(c, i);
+    int64_t p = 0, w = s->byte_end - s->byte_offset;
+    if (w > period && (!shard_period(c->l, s, &p, &w) || p != period))
+      return false;
+    if (w > period) return false;
+    images[i] = (span){s->byte_offset % period, w};
+  }
+  qsort(images, (size_t)c->n, sizeof *images, span_cmp);
+  for (int64_t i = 0; i + 1 < c->n; i++)
+    if (images[i].start + images[i].bytes > images[i + 1].start) return false;
+  const span *last = &images[c->n - 1]; /* may wrap around into the first */
+  return last->start + last->bytes - period <= images[0].start;
+}
+
 /* ---- the sweep ------------------------------------------------------------ */
 
 static rs_status check_cluster(cluster *c, rsi_box_tree *tree, rsi_err *err) {
   if (c->n < 2) return RS_OK;
   if (one_mapping(c)) return check_boxes(c, tree, err);
-  return merge_runs(c, err);
+  span *images = malloc((size_t)c->n * sizeof *images);
+  if (!images) return RSI_NOMEM(err);
+  bool apart = take_turns(c, images);
+  free(images);
+  return apart ? RS_OK : merge_runs(c, err);
 }
 
 static rs_status report(const cluster *c, const char *side, rsi_err *err) {
