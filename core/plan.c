@@ -321,6 +321,15 @@ static void forget_box(planner *p, rsi_move *m) {
   m->box = -1;
 }
 
+/* The buffers some move reads or writes: only those must be bound (a
+ * replica the plan does not read from needs no memory). */
+static void mark_used(rs_plan *plan, int kind, int32_t index) {
+  if (kind == RSI_EP_RELAY) return;
+  rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST];
+  const rsi_shard *s = &side->shards[index];
+  side->buffers[side->rank_first[s->rank] + s->buffer].used = true;
+}
+
 /* A move of tensor t; for block-scaled values landing in a destination
  * shard, the moves of their scales follow it. */
 static rs_status push_move_of(planner *p, int t, const int64_t *off,
@@ -364,6 +373,8 @@ static rs_status push_move_of(planner *p, int t, const int64_t *off,
   m->wire_dtype = (uint8_t)wire;
   m->dst_dtype = (uint8_t)to;
   m->computes_scales = computes_scales;
+  mark_used(plan, src_kind, (int32_t)src_index);
+  mark_used(plan, dst_kind, (int32_t)dst_index);
   if (from == to && !computes_scales)
     m->contiguous = (uint8_t)(rsi_move_contiguous(plan, m, true) |
                               rsi_move_contiguous(plan, m, false) << 1);
@@ -1985,23 +1996,6 @@ static void planner_free(planner *p) {
   free(p->replica_ready);
 }
 
-/* The buffers some move reads or writes: only those must be bound (a
- * replica the plan does not read from needs no memory). */
-static void mark_used(rs_plan *plan, int kind, int32_t index) {
-  if (kind == RSI_EP_RELAY) return;
-  rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST];
-  const rsi_shard *s = &side->shards[index];
-  side->buffers[side->rank_first[s->rank] + s->buffer].used = true;
-}
-
-static void mark_used_buffers(rs_plan *plan) {
-  for (int64_t i = 0; i < plan->nmoves; i++) {
-    const rsi_move *m = &plan->moves[i];
-    mark_used(plan, m->src_kind, m->src_index);
-    mark_used(plan, m->dst_kind, m->dst_index);
-  }
-}
-
 /* ---- block-scaled fp8 ------------------------------------------------------ */
 
 /* Destination shard ids[0..n) sorted by rank (then id). */
@@ -2313,7 +2307,6 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   free(dids);
   if (st == RS_OK)
     st = rsi_plan_schedule(plan, &p->units, err);
-  if (st == RS_OK) mark_used_buffers(plan);
   if (st == RS_OK) fingerprint(plan);
   if (st == RS_OK && ctx->plan_part >= 0)
     st = rsi_plan_keep_part(plan, (int)ctx->plan_part, err);
