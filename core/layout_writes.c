@@ -27,6 +27,7 @@
 
 #include "box.h"
 #include "box_tree.h"
+#include "grow.h"
 #include "radix_sort.h"
 
 /* A shard in sweep order: by (rank, buffer, byte offset), then index.
@@ -267,10 +268,9 @@ static bool take_turns(const cluster *c, span *images) {
   if (period == 0) return false;
   for (int64_t i = 0; i < c->n; i++) {
     const rsi_shard *s = shard_at(c, i);
-    int64_t p = 0, w = s->byte_end - s->byte_offset;
-    if (w > period && (!shard_period(c->l, s, &p, &w) || p != period))
-      return false;
-    if (w > period) return false;
+    int64_t p = period, w = s->byte_end - s->byte_offset;
+    if (w > period && !shard_period(c->l, s, &p, &w)) return false;
+    if (p != period || w > period) return false;
     images[i] = (span){s->byte_offset % period, w};
   }
   qsort(images, (size_t)c->n, sizeof *images, span_cmp);
@@ -282,14 +282,19 @@ static bool take_turns(const cluster *c, span *images) {
 
 /* ---- the sweep ------------------------------------------------------------ */
 
-static rs_status check_cluster(cluster *c, rsi_box_tree *tree, rsi_err *err) {
+/* Scratch the sweep reuses from cluster to cluster. */
+typedef struct sweep_scratch {
+  rsi_box_tree tree;
+  span *images;
+  int64_t cap_images;
+} sweep_scratch;
+
+static rs_status check_cluster(cluster *c, sweep_scratch *w, rsi_err *err) {
   if (c->n < 2) return RS_OK;
-  if (one_mapping(c)) return check_boxes(c, tree, err);
-  span *images = malloc((size_t)c->n * sizeof *images);
-  if (!images) return RSI_NOMEM(err);
-  bool apart = take_turns(c, images);
-  free(images);
-  return apart ? RS_OK : merge_runs(c, err);
+  if (one_mapping(c)) return check_boxes(c, &w->tree, err);
+  RSI_TRY(rsi_grow((void **)&w->images, &w->cap_images, c->n,
+                   sizeof *w->images, 16, err));
+  return take_turns(c, w->images) ? RS_OK : merge_runs(c, err);
 }
 
 static rs_status report(const cluster *c, const char *side, rsi_err *err) {
@@ -313,7 +318,7 @@ rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
   for (int64_t i = 0; i < l->nshards; i++)
     keys[i] = write_key(&l->shards[i], i);
   rsi_radix_sort(keys, keys + l->nshards, l->nshards);
-  rsi_box_tree tree = {0};
+  sweep_scratch w = {0};
   rs_status st = RS_OK;
   for (int64_t first = 0; first < l->nshards && st == RS_OK;) {
     const rsi_shard *s = &l->shards[keys[first].value];
@@ -326,11 +331,12 @@ rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
       if (t->byte_end > end) end = t->byte_end;
     }
     cluster c = {l, keys + first, next - first, false, 0, 0};
-    st = check_cluster(&c, &tree, err);
+    st = check_cluster(&c, &w, err);
     if (st == RS_OK && c.shared) st = report(&c, side, err);
     first = next;
   }
-  rsi_box_tree_free(&tree);
+  rsi_box_tree_free(&w.tree);
+  free(w.images);
   free(keys);
   return st;
 }

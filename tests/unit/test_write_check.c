@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rt_value.h"
+
 #define CASES 3000
 #define MAX_TENSORS 4
 #define BUFFER_BYTES 8192
@@ -22,15 +24,8 @@ typedef struct rng {
   uint64_t s;
 } rng;
 
-static uint64_t next(rng *r) { /* splitmix64 */
-  uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static int64_t pick(rng *r, int64_t lo, int64_t hi) { /* [lo, hi] */
-  return lo + (int64_t)(next(r) % (uint64_t)(hi - lo + 1));
+  return lo + (int64_t)(rt_rand(&r->s) % (uint64_t)(hi - lo + 1));
 }
 
 typedef struct shard {
