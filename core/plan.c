@@ -43,6 +43,7 @@
 #include "grow.h"
 #include "hash.h"
 #include "radix_sort.h"
+#include "replica_sets.h"
 #include "staging.h"
 
 /* ---- scratch ---------------------------------------------------------- */
@@ -69,78 +70,47 @@ typedef struct domain_entry {
   int64_t group, first, n; /* holders keys[first .. first+n) in domain */
 } domain_entry;
 
-/* Who holds a piece (source group, box) whole in destination memory after
- * which unit: a destination domain that can relay it to the next. */
+/* A rank that holds a piece (source group, box) whole in destination
+ * memory once `unit` ran: it may forward it to a later domain. */
 typedef struct holder {
-  int64_t shard, unit; /* its rank and depth: in its heap_entry */
+  int64_t shard, unit;
+  int32_t rank;
 } holder;
 
-/* A holder in its piece's heap, with its rank's bytes sent across domains
- * when last looked at. Loads only grow, so a key is never above the
- * rank's load now: the top, once its key is refreshed and still on top,
- * is the least loaded holder (heap_refresh). The holder's rank and depth
- * are kept beside its index: the heap's walks then read the heap alone,
- * not p->holders, which misses the cache at every step. An entry is 16
- * bytes: past a few thousand ranks a tensor's heaps outgrow the core's
- * cache, and every byte of them is read again for each destination
- * domain. `order` is the tie-break of heap_less as one number: the depth
- * in its top bits, then the holder's index counted down from
- * HOLDER_LIMIT, so that the smaller order is the shorter chain, then the
- * newer holder. */
-typedef struct heap_entry {
-  int64_t load;
-  int32_t rank;
-  uint32_t order;
-} heap_entry;
+/* One domain a piece crossed into: the holders it registered,
+ * p->holders[first .. first+n), and how many domains the piece crossed
+ * before it got there (0: straight from a source replica). */
+typedef struct chain_link {
+  int64_t first;
+  int32_t n, depth;
+} chain_link;
 
-/* Holders a tensor may register: a holder is a needer with a move of the
- * piece, so a plan within PLAN_BYTES never has half as many; past it a
- * piece relays no further (as past RELAY_DEPTH), the same on every
- * rank. */
-#define HOLDER_BITS 28
-#define HOLDER_LIMIT (((int64_t)1 << HOLDER_BITS) - 1)
-
-static uint32_t holder_order(int64_t index, int32_t depth) {
-  return (uint32_t)depth << HOLDER_BITS | (uint32_t)(HOLDER_LIMIT - index);
-}
-
-static int64_t entry_holder(const heap_entry *e) {
-  return HOLDER_LIMIT - (int64_t)(e->order & HOLDER_LIMIT);
-}
-
-static int32_t entry_depth(const heap_entry *e) {
-  return (int32_t)(e->order >> HOLDER_BITS);
-}
-
-/* A piece and the holders that may still relay it (depth < RELAY_DEPTH),
- * least loaded first: finding the sender costs O(log holders), not a walk
- * over every domain that holds the piece (which made planning quadratic
- * in the number of destination domains). */
+/* A piece and the domains it crossed into, in the order it crossed:
+ * p->links[link .. link+k) has room for the k domains that need it from
+ * outside (known when it first crosses). The first `heads` of them get it
+ * from a source replica; the j-th after them from the (j - heads)-th, so
+ * the piece travels down `heads` chains of at most CHAIN_DOMAINS domains
+ * (see cross_from). */
 typedef struct piece_slot {
   int64_t group, box; /* box: planner->keys_pool */
-  heap_entry *heap;
-  int64_t nheap, cap_heap;
+  int64_t link;
+  int32_t k, heads, crossed;
 } piece_slot;
 
 typedef struct key_value {
   int64_t v, i;
 } key_value;
 
-/* A source replica in its group's heap (least_loaded_across): its bytes
- * sent across domains and in all when last looked at, its place h in the
- * group. */
-typedef struct replica_entry {
-  int64_t inter, sent, h;
-} replica_entry;
 
-/* Domains relay to domains in chains at most this long: deep enough that
- * a source shard needed by many domains is forwarded by them rather than
- * sent again by its source (16 replicas over domains of 8: the busiest
- * rank sends 2x its shard at 7, 2.4x at 3), each link one round later. */
-#define RELAY_DEPTH 7
-_Static_assert(RELAY_DEPTH <= 1 << (32 - HOLDER_BITS),
-               "a holder's depth fits the top bits of its heap order");
-_Static_assert(sizeof(heap_entry) == 16, "a heap entry is 16 bytes");
+/* A piece that k domains need from outside crosses into ceil(k /
+ * CHAIN_DOMAINS) of them from source replicas and is forwarded down from
+ * there, domain to domain, one round a link: chains of at most this many
+ * domains, so no holder forwards a piece more than once and a replica
+ * sends it ceil(k / 8) times over all its replicas. Shorter chains cost
+ * the sources more: Llama-3.1-70B from 32 GPUs into 32 domains, one
+ * replica of each shard, is 1.56 of its lower bound with chains of 6,
+ * 1.30 with 7, 1.04 with 8 (docs/PLANNING.md). */
+#define CHAIN_DOMAINS 8
 
 /* The memory a plan may take while it is made and scheduled: what the
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
@@ -157,11 +127,13 @@ typedef struct planner {
   group *sgroups, *dgroups;
   int64_t nsg, ndg;
   rsi_box_tree stree, dtree; /* source groups; destination groups */
-  /* per source key, the heaps of least_loaded_across; per source group,
-   * whether its heap is built (this tensor) */
-  replica_entry *replica_heap;
-  bool *replica_ready;
-  int64_t cap_replica_heap, cap_replica_ready;
+  /* the replica sets of the whole plan; per source group of this tensor,
+   * its set (-1: not looked up yet) */
+  rsi_replica_sets sets;
+  int64_t *group_set;
+  int64_t cap_group_set;
+  int32_t *set_ranks; /* scratch: a group's ranks */
+  int64_t cap_set_ranks;
   int64_t *key_rank; /* source group -> its place in `order` (dim `key`) */
   int key;
   bool src_disjoint, dst_disjoint;
@@ -195,6 +167,7 @@ typedef struct planner {
   rsi_pool work;  /* carving */
   /* loads, for balance */
   int64_t *send_load, *send_inter_load, *recv_inter_load;
+  int32_t *rail; /* per rank: its place among its domain's ranks */
   /* scheduling units: end, the unit it must follow (-1), relay depth */
   rsi_units units;
   int64_t cap_units, cap_after, cap_depth;
@@ -203,7 +176,14 @@ typedef struct planner {
   int64_t cap_slots, nslots;
   holder *holders;
   int64_t nholders, cap_holders;
+  chain_link *links;
+  int64_t nlinks, cap_links;
   rsi_pool keys_pool;
+  /* the domains that may need a piece from outside: those whose mark is
+   * `stamp` (the current destination group's, or the tensor's, domains),
+   * `ndomains` of them */
+  int64_t *domain_mark;
+  int64_t stamp, ndomains, cap_domain_mark;
   /* the relay chosen for the piece being delivered */
   int64_t after;
   int32_t depth;
@@ -519,133 +499,120 @@ static piece_slot *piece_find(planner *p, int64_t gi, const int64_t *off,
   }
 }
 
-static void free_heaps(planner *p) {
-  for (int64_t i = 0; i < p->cap_slots; i++)
-    if (p->slots[i].group >= 0) free(p->slots[i].heap);
-}
-
 static rs_status clear_pieces(planner *p) {
   if (!p->cap_slots) {
     p->slots = malloc(1024 * sizeof *p->slots);
     if (!p->slots) return RSI_NOMEM(p->err);
     p->cap_slots = 1024;
-  } else {
-    free_heaps(p);
   }
-  p->nslots = p->nholders = 0;
+  p->nslots = p->nholders = p->nlinks = 0;
   p->keys_pool.n = 0;
   for (int64_t i = 0; i < p->cap_slots; i++) p->slots[i].group = -1;
   return RS_OK;
 }
 
-/* Heap order: less load, then a shorter chain, then the newer holder (the
- * order in which holders were preferred when they were walked newest
- * first). */
-static bool heap_less(const heap_entry *a, const heap_entry *b) {
-  if (a->load != b->load) return a->load < b->load;
-  return a->order < b->order;
-}
-
-static void heap_swap(heap_entry *h, int64_t i, int64_t j) {
-  heap_entry t = h[i];
-  h[i] = h[j];
-  h[j] = t;
-}
-
-/* The heaps are 4-ary: half the levels of a binary heap, and a level's
- * children side by side. Past a few thousand ranks a tensor's heaps
- * outgrow the core's cache, and each level of a sift is a miss. (Which
- * holder is on top never depends on the arity: heap_less is a total
- * order.) */
-#define HEAP_ARITY 4
-
-static void holder_sift_up(heap_entry *h, int64_t i) {
-  while (i > 0 && heap_less(&h[i], &h[(i - 1) / HEAP_ARITY])) {
-    heap_swap(h, i, (i - 1) / HEAP_ARITY);
-    i = (i - 1) / HEAP_ARITY;
+/* Room for one more slot: the table grows and is rehashed at half full. */
+static rs_status reserve_slot(planner *p) {
+  if ((p->nslots + 1) * 2 <= p->cap_slots) return RS_OK;
+  int64_t cap = p->cap_slots * 2;
+  piece_slot *old = p->slots;
+  int64_t old_cap = p->cap_slots;
+  p->slots = malloc((size_t)cap * sizeof *p->slots);
+  if (!p->slots) {
+    p->slots = old;
+    return RSI_NOMEM(p->err);
   }
-}
-
-static void holder_sift_down(heap_entry *h, int64_t n, int64_t i) {
-  for (;;) {
-    int64_t c = HEAP_ARITY * i + 1, best = i;
-    for (int64_t k = c; k < c + HEAP_ARITY && k < n; k++)
-      if (heap_less(&h[k], &h[best])) best = k;
-    if (best == i) return;
-    heap_swap(h, i, best);
-    i = best;
+  p->cap_slots = cap;
+  for (int64_t i = 0; i < cap; i++) p->slots[i].group = -1;
+  for (int64_t i = 0; i < old_cap; i++) {
+    if (old[i].group < 0) continue;
+    bool found;
+    const int64_t *k = p->keys_pool.v + old[i].box;
+    *piece_find(p, old[i].group, k, k + p->ndim, &found) = old[i];
   }
-}
-
-/* The least loaded holder of slot s's piece (by send load across domains
- * now, then depth, then newest), or NULL when none may relay it. */
-static const heap_entry *heap_refresh(const planner *p, piece_slot *s) {
-  while (s->nheap) {
-    heap_entry *top = &s->heap[0];
-    int64_t now = p->send_inter_load[top->rank];
-    if (now == top->load) return top;
-    top->load = now;
-    holder_sift_down(s->heap, s->nheap, 0);
-  }
-  return NULL;
-}
-
-/* Record that `rank` holds the piece whole in dst shard `shard` once unit
- * `unit` ran. */
-static rs_status piece_held(planner *p, int64_t gi, const int64_t *off,
-                            const int64_t *ext, int rank, int64_t shard,
-                            int64_t unit, int32_t depth) {
-  if ((p->nslots + 1) * 2 > p->cap_slots) { /* grow and rehash */
-    int64_t cap = p->cap_slots ? p->cap_slots * 2 : 1024;
-    piece_slot *old = p->slots;
-    int64_t old_cap = p->cap_slots;
-    p->slots = malloc((size_t)cap * sizeof *p->slots);
-    if (!p->slots) {
-      p->slots = old;
-      return RSI_NOMEM(p->err);
-    }
-    p->cap_slots = cap;
-    for (int64_t i = 0; i < cap; i++) p->slots[i].group = -1;
-    for (int64_t i = 0; i < old_cap; i++) {
-      if (old[i].group < 0) continue;
-      bool found;
-      const int64_t *k = p->keys_pool.v + old[i].box;
-      *piece_find(p, old[i].group, k, k + p->ndim, &found) = old[i];
-    }
-    free(old);
-  }
-  if (depth >= RELAY_DEPTH || p->nholders >= HOLDER_LIMIT)
-    return RS_OK; /* relays no further */
-  RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
-                   sizeof *p->holders, 1024, p->err));
-  bool found;
-  piece_slot *s = piece_find(p, gi, off, ext, &found);
-  if (!found) {
-    int64_t at = rsi_pool_push(&p->keys_pool, off, p->ndim, p->err);
-    if (at < 0 || rsi_pool_push(&p->keys_pool, ext, p->ndim, p->err) < 0)
-      return RS_ERR_NO_MEMORY;
-    s = piece_find(p, gi, off, ext, &found); /* the pool may have moved */
-    *s = (piece_slot){gi, at, NULL, 0, 0};
-    p->nslots++;
-  }
-  RSI_TRY(rsi_grow((void **)&s->heap, &s->cap_heap, s->nheap + 1,
-                   sizeof *s->heap, 4, p->err));
-  int64_t h = p->nholders++;
-  p->holders[h] = (holder){shard, unit};
-  s->heap[s->nheap] =
-      (heap_entry){p->send_inter_load[rank], rank, holder_order(h, depth)};
-  holder_sift_up(s->heap, s->nheap++);
+  free(old);
   return RS_OK;
 }
 
-/* Register every needer of a domain that now holds the piece whole. */
-static rs_status needers_hold(planner *p, int64_t gi, const int64_t *off,
-                              const int64_t *ext, int64_t nnear, int64_t unit,
-                              int32_t depth) {
+/* How many domains need a piece of source group g from outside: the
+ * marked ones (p->ndomains), but those where g has a replica. */
+static int32_t domains_needing(const planner *p, const group *g) {
+  int64_t inside = 0;
+  for (int64_t h = 0; h < g->n; h++) {
+    int d = p->skeys[g->first + h].domain; /* sorted by domain */
+    if ((h == 0 || d != p->skeys[g->first + h - 1].domain) &&
+        p->domain_mark[d] == p->stamp)
+      inside++;
+  }
+  int64_t k = p->ndomains - inside;
+  return k < 1 ? 1 : (int32_t)k;
+}
+
+/* The slot of piece (g, box), made when it first crosses, with room for
+ * the domains it will cross into. */
+static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
+                            const int64_t *ext, piece_slot **out) {
+  RSI_TRY(reserve_slot(p));
+  int64_t gi = g - p->sgroups;
+  bool found;
+  piece_slot *s = piece_find(p, gi, off, ext, &found);
+  if (!found) {
+    int32_t k = domains_needing(p, g);
+    RSI_TRY(rsi_grow((void **)&p->links, &p->cap_links, p->nlinks + k,
+                     sizeof *p->links, 1024, p->err));
+    memset(p->links + p->nlinks, 0, (size_t)k * sizeof *p->links);
+    int64_t at = rsi_pool_push(&p->keys_pool, off, p->ndim, p->err);
+    if (at < 0 || rsi_pool_push(&p->keys_pool, ext, p->ndim, p->err) < 0)
+      return RS_ERR_NO_MEMORY;
+    *s = (piece_slot){gi, at, p->nlinks, k,
+                      (k + CHAIN_DOMAINS - 1) / CHAIN_DOMAINS, 0};
+    p->nlinks += k;
+    p->nslots++;
+  }
+  *out = s;
+  return RS_OK;
+}
+
+/* The holder the j-th domain piece s crosses into gets it from (*depth:
+ * domains it crossed before), or NULL when it comes from a source replica:
+ * for the first s->heads domains, and where the domain s->heads places
+ * earlier has no holder that may forward it. Inside that domain, the
+ * holder on the rail of `entry` (the rank the piece lands in), so that a
+ * rank forwards to one peer per domain and its pieces share messages;
+ * where none is, the holder that has sent the least across. */
+static const holder *cross_from(const planner *p, const piece_slot *s,
+                                int32_t j, int entry, int32_t *depth) {
+  int64_t up = (int64_t)j - s->heads;
+  if (up < 0 || up >= s->k) return NULL;
+  const chain_link *l = &p->links[s->link + up];
+  if (l->n == 0 || l->depth + 1 >= CHAIN_DOMAINS) return NULL;
+  *depth = l->depth + 1;
+  const holder *best = NULL;
+  for (int32_t i = 0; i < l->n; i++) {
+    const holder *h = &p->holders[l->first + i];
+    if (p->rail[h->rank] == p->rail[entry]) return h;
+    if (!best || p->send_inter_load[h->rank] < p->send_inter_load[best->rank])
+      best = h;
+  }
+  return best;
+}
+
+/* The j-th domain piece s crossed into got it in `unit`, `depth` domains
+ * from a replica: its needers that now hold it whole (of p->near[0 ..
+ * nnear)) may forward it. */
+static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
+                              const int64_t *off, const int64_t *ext,
+                              int64_t nnear, int64_t unit, int32_t depth) {
+  if (j >= s->k) return RS_OK;
+  chain_link *l = &p->links[s->link + j];
+  *l = (chain_link){p->nholders, 0, depth};
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
-    if (rsi_box_contains(p->ndim, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, unit, depth));
+    if (!rsi_box_contains(p->ndim, n->off, n->ext, off, ext)) continue;
+    RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
+                     sizeof *p->holders, 1024, p->err));
+    p->holders[p->nholders++] = (holder){n->shard, unit, n->rank};
+    l->n++;
   }
   return RS_OK;
 }
@@ -722,54 +689,25 @@ static const sort_key *least_loaded_inside(const planner *p, const group *g,
   return best;
 }
 
-/* Whether replica a has sent less across domains than b, then less in
- * all; then whether it comes first in its group. */
-static bool replica_less(const replica_entry *a, const replica_entry *b) {
-  if (a->inter != b->inter) return a->inter < b->inter;
-  if (a->sent != b->sent) return a->sent < b->sent;
-  return a->h < b->h;
-}
-
-static void replica_sift_down(replica_entry *v, int64_t n, int64_t i) {
-  for (;;) {
-    int64_t c = 2 * i + 1, best = i;
-    if (c < n && replica_less(&v[c], &v[best])) best = c;
-    if (c + 1 < n && replica_less(&v[c + 1], &v[best])) best = c + 1;
-    if (best == i) return;
-    replica_entry t = v[i];
-    v[i] = v[best];
-    v[best] = t;
-    i = best;
-  }
-}
-
-/* The replica of g that has sent the fewest bytes across domains so far
- * (then in all; then the first). Each group keeps its replicas in a heap
- * (built at the first question, per tensor) whose keys may be stale:
- * loads only grow, so a refreshed top still on top is the least loaded.
- * A walk over every replica per piece and domain made planning quadratic
- * when thousands of trainer ranks hold a tensor. */
-static const sort_key *least_loaded_across(planner *p, const group *g) {
+/* The replica of g a piece crosses from when no domain forwards it: the
+ * one that has sent the fewest bytes across for g's replica set (*set,
+ * and *at its place there: charge it with rsi_replica_sets_add). */
+static rs_status cross_replica(planner *p, const group *g,
+                               const sort_key **src, int64_t *set,
+                               int64_t *at) {
   int64_t gi = g - p->sgroups;
-  replica_entry *v = p->replica_heap + g->first;
-  if (!p->replica_ready[gi]) {
-    for (int64_t i = 0; i < g->n; i++) {
-      int r = p->skeys[g->first + i].rank;
-      v[i] = (replica_entry){p->send_inter_load[r], p->send_load[r], i};
-    }
-    for (int64_t i = g->n / 2 - 1; i >= 0; i--)
-      replica_sift_down(v, g->n, i);
-    p->replica_ready[gi] = true;
+  if (p->group_set[gi] < 0) {
+    RSI_TRY(rsi_grow((void **)&p->set_ranks, &p->cap_set_ranks, g->n,
+                     sizeof *p->set_ranks, 64, p->err));
+    for (int64_t h = 0; h < g->n; h++)
+      p->set_ranks[h] = p->skeys[g->first + h].rank;
+    RSI_TRY(rsi_replica_sets_find(&p->sets, p->set_ranks, g->n,
+                                  &p->group_set[gi], p->err));
   }
-  for (;;) {
-    int r = p->skeys[g->first + v[0].h].rank;
-    int64_t inter = p->send_inter_load[r], sent = p->send_load[r];
-    if (inter == v[0].inter && sent == v[0].sent)
-      return &p->skeys[g->first + v[0].h];
-    v[0].inter = inter;
-    v[0].sent = sent;
-    replica_sift_down(v, g->n, 0);
-  }
+  *set = p->group_set[gi];
+  *at = rsi_replica_sets_least_sent(&p->sets, *set);
+  *src = &p->skeys[g->first + *at];
+  return RS_OK;
 }
 
 typedef rs_status (*carve_fn)(planner *p, const group *g, const int64_t *off,
@@ -932,7 +870,7 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
                                 const int64_t *ext, const group *g,
                                 int domain, int64_t nnear) {
   int nd = p->ndim;
-  int64_t gi = g - p->sgroups, so[RSI_MAX_DIMS], se[RSI_MAX_DIMS];
+  int64_t so[RSI_MAX_DIMS], se[RSI_MAX_DIMS];
   int64_t nfar = 0, lo, hi;
   replicas_in(p, g, domain, &lo, &hi);
   int64_t replicas = hi - lo;
@@ -950,9 +888,6 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
     RSI_TRY(push_move(p, so, se, RSI_EP_SRC, mine->index, n->rank, RSI_EP_DST,
                       n->shard, n->rank, 0, 0));
     RSI_TRY(end_unit(p));
-    if (rsi_box_contains(nd, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->units.n - 1,
-                         0));
   }
   /* A piece the sender converts is converted once in the domain: one
    * receiver forwards the result to the others. */
@@ -983,19 +918,67 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
     RSI_TRY(push_move(p, so, se, RSI_EP_SRC, src->index, src->rank,
                       RSI_EP_DST, n->shard, n->rank, 0, 0));
     RSI_TRY(end_unit(p));
-    if (rsi_box_contains(nd, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->units.n - 1,
-                         0));
   }
-  if (!relay) return RS_OK;
-  RSI_TRY(end_unit(p));
-  for (int64_t i = 0; i < nfar; i++) {
-    const needer *n = &p->needers[p->far[i]];
-    if (rsi_box_contains(nd, n->off, n->ext, off, ext))
-      RSI_TRY(piece_held(p, gi, off, ext, n->rank, n->shard, p->units.n - 1,
-                         0));
+  return relay ? end_unit(p) : RS_OK;
+}
+
+/* Deliver piece (off, ext) from outside the domain to its needers
+ * p->near[0 .. nnear), `count` of which it meets: it crosses once, from
+ * (src_kind, src_index) at src_rank, into `entry` (see deliver), and is
+ * forwarded inside the domain; from entry's own memory where it wants all
+ * of the piece (`whole`), else from a relay slot in its staging. */
+static rs_status deliver_across(planner *p, const int64_t *off,
+                                const int64_t *ext, int64_t nnear,
+                                int64_t count, const needer *entry, bool whole,
+                                int src_kind, int64_t src_index, int src_rank) {
+  int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
+  if (!whole && count > 1 && p->plan->conv[p->tensor].scales >= 0) {
+    /* fp8 travels with its scales, which a relay slot cannot hold: each
+     * needer gets its part straight from the sender */
+    for (int64_t i = 0; i < nnear; i++) {
+      const needer *n = &p->needers[p->near[i]];
+      if (rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                            sub_ext))
+        RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
+                          RSI_EP_DST, n->shard, n->rank, 0, 0));
+    }
+    return end_unit(p);
   }
-  return RS_OK;
+  if (count == 1) {
+    rsi_box_intersect(p->ndim, off, ext, entry->off, entry->ext, sub_off,
+                      sub_ext);
+    RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
+                      RSI_EP_DST, entry->shard, entry->rank, 0, 0));
+    return end_unit(p);
+  }
+
+  int from_kind;
+  int64_t from_index = 0;
+  if (whole) { /* forwarded from the entry's own memory */
+    RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank, RSI_EP_DST,
+                      entry->shard, entry->rank, 0, 0));
+    from_kind = RSI_EP_DST;
+    from_index = entry->shard;
+  } else { /* no needer wants all of it: a relay slot in staging */
+    const rsi_conversion *cv = &p->plan->conv[p->tensor];
+    RSI_TRY(push_relay(p, entry->rank, off, ext,
+                       wire_dtype(cv->src_dtype, cv->dst_dtype),
+                       &from_index));
+    RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank,
+                      RSI_EP_RELAY, from_index, entry->rank, 0, 0));
+    from_kind = RSI_EP_RELAY;
+  }
+  int from_rank = entry->rank;
+  for (int64_t i = 0; i < nnear; i++) {
+    const needer *n = &p->needers[p->near[i]];
+    if (whole && n == entry) continue;
+    if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
+                           sub_ext))
+      continue;
+    RSI_TRY(push_move(p, sub_off, sub_ext, from_kind, from_index, from_rank,
+                      RSI_EP_DST, n->shard, n->rank, 1, 1));
+  }
+  return end_unit(p);
 }
 
 /* Deliver piece (off, ext), held by every replica of source group g, to the
@@ -1010,106 +993,57 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   replicas_in(p, g, domain, &lo, &hi);
   if (lo < hi) return deliver_inside(p, off, ext, g, domain, nnear);
 
-  /* Cross once: the least loaded across domains of the source replicas and
-   * of the earlier domains holding the piece whole sends. */
-  const sort_key *src = least_loaded_across(p, g);
-  int src_kind = RSI_EP_SRC, src_rank = src->rank;
-  int64_t src_index = src->index;
-  bool known;
-  piece_slot *slot = piece_find(p, g - p->sgroups, off, ext, &known);
-  const heap_entry *best = known ? heap_refresh(p, slot) : NULL;
-  if (best && best->load < p->send_inter_load[src_rank]) {
-    const holder *ho = &p->holders[entry_holder(best)];
-    src_kind = RSI_EP_DST;
-    src_index = ho->shard;
-    src_rank = best->rank;
-    p->after = ho->unit;
-    p->depth = entry_depth(best) + 1;
-  }
-  int32_t depth = p->depth;
-
+  /* It lands in the needer that wants all of it and has received the
+   * least across; where none wants all, in the needer it meets that has
+   * received the least. */
   int64_t count = 0;
-  const needer *only = NULL, *relay = NULL;
+  const needer *least = NULL, *relay = NULL;
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
     if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
                            sub_ext))
       continue;
     count++;
-    only = n;
-    bool whole = rsi_box_contains(p->ndim, n->off, n->ext, off, ext);
-    if (whole && (!relay || p->recv_inter_load[n->rank] <
-                                p->recv_inter_load[relay->rank]))
+    int64_t got = p->recv_inter_load[n->rank];
+    if (!least || got < p->recv_inter_load[least->rank]) least = n;
+    if ((!relay || got < p->recv_inter_load[relay->rank]) &&
+        rsi_box_contains(p->ndim, n->off, n->ext, off, ext))
       relay = n;
   }
-  if (count == 0) {
-    p->after = -1;
-    p->depth = 0;
-    return RS_OK;
-  }
-  if (!relay && count > 1 && p->plan->conv[p->tensor].scales >= 0) {
-    /* fp8 travels with its scales, which a relay slot cannot hold: each
-     * needer gets its part straight from the sender */
-    for (int64_t i = 0; i < nnear; i++) {
-      const needer *n = &p->needers[p->near[i]];
-      if (rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
-                            sub_ext))
-        RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
-                          RSI_EP_DST, n->shard, n->rank, 0, 0));
-    }
-    RSI_TRY(end_unit(p));
-    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->units.n - 1,
-                        depth);
-  }
-  if (count == 1) {
-    rsi_box_intersect(p->ndim, off, ext, only->off, only->ext, sub_off,
-                      sub_ext);
-    RSI_TRY(push_move(p, sub_off, sub_ext, src_kind, src_index, src_rank,
-                      RSI_EP_DST, only->shard, only->rank, 0, 0));
-    RSI_TRY(end_unit(p));
-    return needers_hold(p, g - p->sgroups, off, ext, nnear, p->units.n - 1,
-                        depth);
-  }
+  if (count == 0) return RS_OK;
+  const needer *entry = relay ? relay : least;
 
-  int from_kind, from_rank;
-  int64_t from_index = 0;
-  if (relay) { /* lands in a needer that wants all of it, forwarded from there */
-    RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank, RSI_EP_DST,
-                      relay->shard, relay->rank, 0, 0));
-    from_kind = RSI_EP_DST;
-    from_index = relay->shard;
-    from_rank = relay->rank;
-  } else { /* no needer wants all of it: a relay slot in staging */
-    const needer *at = NULL;
-    for (int64_t i = 0; i < nnear; i++) {
-      const needer *n = &p->needers[p->near[i]];
-      if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
-                             sub_ext))
-        continue;
-      if (!at || p->recv_inter_load[n->rank] < p->recv_inter_load[at->rank])
-        at = n;
-    }
-    const rsi_conversion *cv = &p->plan->conv[p->tensor];
-    RSI_TRY(push_relay(p, at->rank, off, ext,
-                       wire_dtype(cv->src_dtype, cv->dst_dtype),
-                       &from_index));
-    RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank,
-                      RSI_EP_RELAY, from_index, at->rank, 0, 0));
-    from_kind = RSI_EP_RELAY;
-    from_rank = at->rank;
+  /* Cross once: down the piece's chains from an earlier domain, or from
+   * the source replica its set has used least. */
+  piece_slot *slot;
+  RSI_TRY(cross_slot(p, g, off, ext, &slot));
+  int32_t place = slot->crossed++, depth = 0;
+  const holder *ho = cross_from(p, slot, place, entry->rank, &depth);
+  int src_kind = RSI_EP_DST, src_rank;
+  int64_t src_index, set = -1, set_at = 0, first_move = p->plan->nmoves;
+  if (ho) {
+    src_index = ho->shard;
+    src_rank = ho->rank;
+    p->after = ho->unit;
+    p->depth = depth;
+  } else {
+    const sort_key *src;
+    RSI_TRY(cross_replica(p, g, &src, &set, &set_at));
+    src_kind = RSI_EP_SRC;
+    src_index = src->index;
+    src_rank = src->rank;
   }
-  for (int64_t i = 0; i < nnear; i++) {
-    const needer *n = &p->needers[p->near[i]];
-    if (from_kind == RSI_EP_DST && n == relay) continue;
-    if (!rsi_box_intersect(p->ndim, off, ext, n->off, n->ext, sub_off,
-                           sub_ext))
-      continue;
-    RSI_TRY(push_move(p, sub_off, sub_ext, from_kind, from_index, from_rank,
-                      RSI_EP_DST, n->shard, n->rank, 1, 1));
+  RSI_TRY(deliver_across(p, off, ext, nnear, count, entry, relay != NULL,
+                         src_kind, src_index, src_rank));
+  if (set >= 0) {
+    int64_t bytes = 0; /* what the replica sent: the piece, its scales */
+    for (int64_t i = first_move; i < p->plan->nmoves; i++)
+      if (p->plan->moves[i].src_kind == RSI_EP_SRC &&
+          p->plan->moves[i].src_rank == src_rank)
+        bytes += p->plan->moves[i].bytes;
+    rsi_replica_sets_add(&p->sets, set, set_at, bytes);
   }
-  RSI_TRY(end_unit(p));
-  return needers_hold(p, g - p->sgroups, off, ext, nnear, p->units.n - 1,
-                      depth);
+  return link_holders(p, slot, place, off, ext, nnear, p->units.n - 1, depth);
 }
 
 /* Pieces of a block-scaled tensor are cut along block boundaries only. */
@@ -1693,11 +1627,54 @@ static rs_status serve_carved(planner *p, const key_value *order, int64_t e0,
   return RS_OK;
 }
 
+/* Serve entry e's destination group, its own fragment, to its domain. */
+static rs_status serve_entry(planner *p, const key_value *order, int64_t e) {
+  const domain_entry *en = &p->entries[e];
+  const group *g = &p->dgroups[en->group];
+  int64_t count = 0;
+  RSI_TRY(reserve_needers(p, en->n));
+  add_needers(p, en, &count);
+  return serve_fragment(p, order, g->off, g->ext, en->domain, count);
+}
+
+/* Mark the domains of entries [e0, e1) as the ones that may need a piece
+ * from outside (domains_needing). */
+static void mark_domains(planner *p, int64_t e0, int64_t e1) {
+  p->stamp++;
+  p->ndomains = 0;
+  for (int64_t i = e0; i < e1; i++) {
+    int d = p->entries[i].domain;
+    if (p->domain_mark[d] != p->stamp) p->ndomains++;
+    p->domain_mark[d] = p->stamp;
+  }
+}
+
+/* Disjoint destination groups are served one by one, each to all its
+ * domains in turn, from a place that turns with the group: a piece then
+ * crosses into its domains in that order, so each chain (cross_from) is
+ * made before the domains that follow it down, and which domains head the
+ * chains, and which end them without forwarding, differs from group to
+ * group. (The entries come by group, then domain: make_groups.) */
+static rs_status serve_groups(planner *p, const key_value *order) {
+  for (int64_t e0 = 0; e0 < p->nentries;) {
+    int64_t e1 = e0 + 1;
+    while (e1 < p->nentries && p->entries[e1].group == p->entries[e0].group)
+      e1++;
+    mark_domains(p, e0, e1);
+    uint64_t h = ((uint64_t)p->tensor << 32 ^ (uint64_t)p->entries[e0].group) *
+                 0x9E3779B97F4A7C15ull;
+    int64_t n = e1 - e0, turn = (int64_t)((h ^ h >> 31) % (uint64_t)n);
+    for (int64_t i = 0; i < n; i++)
+      RSI_TRY(serve_entry(p, order, e0 + (turn + i) % n));
+    e0 = e1;
+  }
+  return RS_OK;
+}
+
 /* Serve the destination groups of one domain, entries [e0, e1). */
 static rs_status serve_domain(planner *p, const key_value *order, int64_t e0,
                               int64_t e1) {
   int nd = p->ndim;
-  int domain = p->entries[e0].domain;
   bool overlap = false;
   if (!p->dst_disjoint) {
     const domain_groups dg = {p, e0};
@@ -1707,14 +1684,7 @@ static rs_status serve_domain(planner *p, const key_value *order, int64_t e0,
     overlap = !rsi_box_tree_disjoint(&p->dtree, &a, &b);
   }
   if (!overlap) { /* each group is its own fragment */
-    for (int64_t i = e0; i < e1; i++) {
-      const domain_entry *e = &p->entries[i];
-      const group *g = &p->dgroups[e->group];
-      int64_t count = 0;
-      RSI_TRY(reserve_needers(p, e->n));
-      add_needers(p, e, &count);
-      RSI_TRY(serve_fragment(p, order, g->off, g->ext, domain, count));
-    }
+    for (int64_t i = e0; i < e1; i++) RSI_TRY(serve_entry(p, order, i));
     return RS_OK;
   }
   RSI_TRY(carve_domain(p, e0, e1));
@@ -1742,11 +1712,9 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
 
   RSI_TRY(groups_disjoint(p, &p->dtree, p->dgroups, p->ndg, &p->dst_disjoint));
   RSI_TRY(index_sources(p, order));
-  RSI_TRY(rsi_grow((void **)&p->replica_heap, &p->cap_replica_heap, ns,
-                   sizeof *p->replica_heap, 64, p->err));
-  RSI_TRY(rsi_grow((void **)&p->replica_ready, &p->cap_replica_ready, p->nsg,
-                   sizeof *p->replica_ready, 64, p->err));
-  memset(p->replica_ready, 0, (size_t)p->nsg * sizeof *p->replica_ready);
+  RSI_TRY(rsi_grow((void **)&p->group_set, &p->cap_group_set, p->nsg,
+                   sizeof *p->group_set, 64, p->err));
+  for (int64_t g = 0; g < p->nsg; g++) p->group_set[g] = -1;
 
   /* Entries: each group's holders, split by domain. */
   p->nentries = 0;
@@ -1760,7 +1728,9 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
       p->entries[p->nentries - 1].n++;
     }
   }
+  if (p->dst_disjoint) return serve_groups(p, order);
   qsort(p->entries, (size_t)p->nentries, sizeof *p->entries, cmp_entry);
+  mark_domains(p, 0, p->nentries);
   for (int64_t e0 = 0; e0 < p->nentries;) {
     int64_t e1 = e0 + 1;
     while (e1 < p->nentries && p->entries[e1].domain == p->entries[e0].domain)
@@ -1977,9 +1947,9 @@ static void planner_free(planner *p) {
   free(p->units.end);
   free(p->units.after);
   free(p->units.depth);
-  if (p->slots) free_heaps(p);
   free(p->slots);
   free(p->holders);
+  free(p->links);
   rsi_pool_free(&p->keys_pool);
   rsi_box_tree_free(&p->stree);
   rsi_box_tree_free(&p->dtree);
@@ -1992,8 +1962,11 @@ static void planner_free(planner *p) {
   free(p->rank_mark);
   free(p->scale_ids);
   free(p->key_rank);
-  free(p->replica_heap);
-  free(p->replica_ready);
+  rsi_replica_sets_free(&p->sets);
+  free(p->group_set);
+  free(p->set_ranks);
+  free(p->domain_mark);
+  free(p->rail);
 }
 
 /* ---- block-scaled fp8 ------------------------------------------------------ */
@@ -2282,12 +2255,27 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
     p->send_inter_load = calloc((size_t)plan->world_size, sizeof *p->send_inter_load);
     p->rank_mark = calloc((size_t)plan->world_size, sizeof *p->rank_mark);
+    int max_domain = 0;
+    for (int r = 0; r < plan->world_size; r++)
+      if (plan->domain_of[r] > max_domain) max_domain = plan->domain_of[r];
+    p->domain_mark = calloc((size_t)max_domain + 1, sizeof *p->domain_mark);
+    p->rail = malloc((size_t)plan->world_size * sizeof *p->rail);
+    int32_t *seen = calloc((size_t)max_domain + 1, sizeof *seen);
+    if (p->rail && seen)
+      for (int r = 0; r < plan->world_size; r++)
+        p->rail[r] = seen[plan->domain_of[r]]++;
+    if (!seen) { /* refused below */
+      free(p->rail);
+      p->rail = NULL;
+    }
+    free(seen);
     p->ranked = malloc((size_t)(max_s + 1) * sizeof *p->ranked);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
         !p->cands || !p->key_rank || !order || !p->send_load ||
         !p->recv_inter_load || !p->send_inter_load || !p->rank_mark ||
-        !p->ranked)
+        !p->domain_mark || !p->rail || !p->ranked)
       st = RSI_NOMEM(err);
+    rsi_replica_sets_init(&p->sets);
   }
   for (int t = 0; st == RS_OK && t < plan->ntensors; t++) {
     if (plan->conv[t].values >= 0) continue; /* its values' moves carry it */
