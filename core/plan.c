@@ -167,7 +167,10 @@ typedef struct planner {
   rsi_pool work;  /* carving */
   /* loads, for balance */
   int64_t *send_load, *send_inter_load, *recv_inter_load;
-  int32_t *rail; /* per rank: its place among its domain's ranks */
+  /* per rank: its domain as an index 0.. in the order of the domain ids
+   * (ids are any ints a caller chose; the planner's arrays need no more
+   * room than there are domains), and its place among its domain's ranks */
+  int32_t *domain_ix, *rail;
   /* scheduling units: end, the unit it must follow (-1), relay depth */
   rsi_units units;
   int64_t cap_units, cap_after, cap_depth;
@@ -183,7 +186,7 @@ typedef struct planner {
    * `stamp` (the current destination group's, or the tensor's, domains),
    * `ndomains` of them */
   int64_t *domain_mark;
-  int64_t stamp, ndomains, cap_domain_mark;
+  int64_t stamp, ndomains;
   /* the relay chosen for the piece being delivered */
   int64_t after;
   int32_t depth;
@@ -670,7 +673,7 @@ static void replicas_in(const planner *p, const group *g, int domain,
  * memory), or NULL. */
 static const sort_key *held_by(const planner *p, const group *g, int rank) {
   int64_t lo, hi;
-  replicas_in(p, g, p->plan->domain_of[rank], &lo, &hi);
+  replicas_in(p, g, p->domain_ix[rank], &lo, &hi);
   for (int64_t i = lo; i < hi; i++)
     if (p->skeys[i].rank == rank) return &p->skeys[i];
   return NULL;
@@ -1173,7 +1176,7 @@ static rs_status make_groups(planner *p, const rsi_side *side,
   for (int64_t i = 0; i < n; i++) {
     const rsi_shard *s = &side->shards[shard_ids[i]];
     keys[i] = (sort_key){side->pool.v + s->geom, p->ndim,
-                         p->plan->domain_of[s->rank], s->rank, shard_ids[i]};
+                         p->domain_ix[s->rank], s->rank, shard_ids[i]};
   }
   qsort(keys, (size_t)n, sizeof *keys, cmp_key);
   int64_t g = 0;
@@ -1966,6 +1969,7 @@ static void planner_free(planner *p) {
   free(p->group_set);
   free(p->set_ranks);
   free(p->domain_mark);
+  free(p->domain_ix);
   free(p->rail);
 }
 
@@ -2155,6 +2159,33 @@ static rs_status check_blocks(planner *p, const int64_t *dfirst,
   return RS_OK;
 }
 
+/* Number the domains 0.. in the order of their ids, so that sorting by
+ * index sorts as by id and the plan is the one the ids give; and each
+ * rank's place among its domain's ranks, in rank order. False when the
+ * sort's scratch could not be allocated. */
+static bool number_domains(const rs_plan *plan, int32_t *domain_ix,
+                           int32_t *rail, int32_t *ndomains) {
+  int64_t n = plan->world_size;
+  rsi_keyed *keys = malloc((size_t)(2 * n) * sizeof *keys);
+  if (!keys) return false;
+  for (int64_t r = 0; r < n; r++)
+    keys[r] = (rsi_keyed){(uint64_t)plan->domain_of[r], (uint64_t)r,
+                          (uint64_t)r};
+  rsi_radix_sort(keys, keys + n, n);
+  int32_t d = -1, place = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (i == 0 || keys[i].hi != keys[i - 1].hi) {
+      d++;
+      place = 0;
+    }
+    domain_ix[keys[i].value] = d;
+    rail[keys[i].value] = place++;
+  }
+  *ndomains = d + 1;
+  free(keys);
+  return true;
+}
+
 static rs_status build(rs_plan *plan, const rs_layout *src,
                        const rs_layout *dst, planner *p) {
   rsi_err *err = p->err;
@@ -2255,25 +2286,17 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
     p->send_inter_load = calloc((size_t)plan->world_size, sizeof *p->send_inter_load);
     p->rank_mark = calloc((size_t)plan->world_size, sizeof *p->rank_mark);
-    int max_domain = 0;
-    for (int r = 0; r < plan->world_size; r++)
-      if (plan->domain_of[r] > max_domain) max_domain = plan->domain_of[r];
-    p->domain_mark = calloc((size_t)max_domain + 1, sizeof *p->domain_mark);
+    p->domain_ix = malloc((size_t)plan->world_size * sizeof *p->domain_ix);
     p->rail = malloc((size_t)plan->world_size * sizeof *p->rail);
-    int32_t *seen = calloc((size_t)max_domain + 1, sizeof *seen);
-    if (p->rail && seen)
-      for (int r = 0; r < plan->world_size; r++)
-        p->rail[r] = seen[plan->domain_of[r]]++;
-    if (!seen) { /* refused below */
-      free(p->rail);
-      p->rail = NULL;
-    }
-    free(seen);
+    int32_t ndomains = 0;
+    if (p->domain_ix && p->rail &&
+        number_domains(plan, p->domain_ix, p->rail, &ndomains))
+      p->domain_mark = calloc((size_t)ndomains, sizeof *p->domain_mark);
     p->ranked = malloc((size_t)(max_s + 1) * sizeof *p->ranked);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
         !p->cands || !p->key_rank || !order || !p->send_load ||
         !p->recv_inter_load || !p->send_inter_load || !p->rank_mark ||
-        !p->domain_mark || !p->rail || !p->ranked)
+        !p->domain_mark || !p->domain_ix || !p->rail || !p->ranked)
       st = RSI_NOMEM(err);
     rsi_replica_sets_init(&p->sets);
   }

@@ -7,8 +7,35 @@
 
 #include <reshard/reshard.h>
 
+#include <limits.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "rt_harness.h"
 #include "rt_util.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+/* From here on this process may map at most `bytes` more than it has. */
+static void limit_address_space_growth(int64_t bytes) {
+  long pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  cr_assert_not_null(f, "cannot read /proc/self/statm");
+  cr_assert_eq(fscanf(f, "%ld", &pages), 1);
+  fclose(f);
+  rlim_t cap = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (rlim_t)bytes;
+  struct rlimit lim = {cap, cap};
+  cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+}
+#endif
 
 static int64_t sent_between_ranks(const rh *h, int rank) {
   return rh_stat(h, rank, RS_STAT_BYTES_SENT_INTRA) +
@@ -95,15 +122,18 @@ Test(locality, layout_to_itself_moves_nothing) {
 
 /* The reference implementation's fan-out case: [7168, 16384] bf16 on 16
  * ranks as Shard(1), to a [16, 8] mesh (Replicate, Shard(0)) on the next
- * 128 ranks: every source shard (14 MiB) is needed by 16 replicas. */
-static int64_t busiest_sender(int domain_size) {
-  rs_context *ctx = NULL;
+ * 128 ranks: every source shard (14 MiB) is needed by 16 replicas. Rank r
+ * is in domain domain_id[r / domain_size]. */
+static rs_plan *plan_fan_out(int domain_size, const int *domain_id,
+                             rs_context **ctx) {
   rs_layout *src = NULL, *dst = NULL;
   rs_plan *plan = NULL;
-  cr_assert_eq(rs_context_create_local(144, &ctx), RS_OK);
-  cr_assert_eq(rs_context_set_domain_size(ctx, domain_size), RS_OK);
-  cr_assert_eq(rs_layout_create(ctx, &src), RS_OK);
-  cr_assert_eq(rs_layout_create(ctx, &dst), RS_OK);
+  cr_assert_eq(rs_context_create_local(144, ctx), RS_OK);
+  for (int r = 0; r < 144; r++)
+    cr_assert_eq(rs_context_set_domain(*ctx, r, domain_id[r / domain_size]),
+                 RS_OK);
+  cr_assert_eq(rs_layout_create(*ctx, &src), RS_OK);
+  cr_assert_eq(rs_layout_create(*ctx, &dst), RS_OK);
   const int64_t shape[2] = {7168, 16384};
   cr_assert_eq(rs_layout_add_tensor(src, "w", RS_DTYPE_BF16, 2, shape),
                RS_OK);
@@ -116,7 +146,17 @@ static int64_t busiest_sender(int domain_size) {
   cr_assert_eq(rs_layout_add_dtensor(dst, "w", 2, I64(16, 8), ranks + 16,
                                      INTS(RS_REPLICATE, 0), 0, 0), RS_OK);
   cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK, "%s",
-               rs_context_last_error(ctx));
+               rs_context_last_error(*ctx));
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  return plan;
+}
+
+static int64_t busiest_sender(int domain_size) {
+  int ids[144];
+  for (int d = 0; d < 144; d++) ids[d] = d;
+  rs_context *ctx = NULL;
+  rs_plan *plan = plan_fan_out(domain_size, ids, &ctx);
   int64_t busiest = 0;
   for (int r = 0; r < 144; r++) {
     int64_t intra = 0, inter = 0;
@@ -127,8 +167,6 @@ static int64_t busiest_sender(int domain_size) {
     if (intra + inter > busiest) busiest = intra + inter;
   }
   rs_plan_destroy(plan);
-  rs_layout_destroy(src);
-  rs_layout_destroy(dst);
   rs_context_destroy(ctx);
   return busiest;
 }
@@ -152,4 +190,33 @@ Test(locality, fan_out_across_domains_matches_the_reference, .timeout = 60) {
   int64_t busiest = busiest_sender(8);
   cr_assert_leq(busiest, 28 * MIB, "busiest rank sends %.2f MiB",
                 (double)busiest / MIB);
+}
+
+/* Domain ids are names: ids far apart (as a hash of a host name gives)
+ * plan the same moves as 0, 1, 2, ... in the same order, and the planner's
+ * memory does not grow with the ids. (The planner once sized an array by
+ * the largest id: 16 GiB here, and minutes under AddressSanitizer.)
+ * Outside sanitizers, which reserve terabytes of address space
+ * themselves, the second plan is made with at most 1 GiB more address
+ * space than the process had. */
+Test(locality, domain_ids_far_apart_plan_as_small_ones, .timeout = 60) {
+  int small[18], far[18];
+  for (int d = 0; d < 18; d++) {
+    small[d] = d;
+    far[d] = d < 17 ? d * 119304647 : INT_MAX; /* the largest id allowed */
+  }
+  rs_context *a = NULL, *b = NULL;
+  rs_plan *by_small = plan_fan_out(8, small, &a);
+#if !SANITIZED
+  limit_address_space_growth((int64_t)1 << 30);
+#endif
+  rs_plan *by_far = plan_fan_out(8, far, &b);
+  char why[256];
+  cr_assert(rt_same_moves_of(by_small, by_far, -1, why, sizeof why),
+            "domain ids 0..17 and far-apart ids in the same order plan "
+            "differently: %s", why);
+  rs_plan_destroy(by_far);
+  rs_plan_destroy(by_small);
+  rs_context_destroy(b);
+  rs_context_destroy(a);
 }
