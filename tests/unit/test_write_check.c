@@ -20,12 +20,8 @@
 #define MAX_TENSORS 4
 #define BUFFER_BYTES 8192
 
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static int64_t pick(rng *r, int64_t lo, int64_t hi) { /* [lo, hi] */
-  return lo + (int64_t)(rt_rand(&r->s) % (uint64_t)(hi - lo + 1));
+static int64_t pick(uint64_t *r, int64_t lo, int64_t hi) { /* [lo, hi] */
+  return lo + (int64_t)(rt_rand(r) % (uint64_t)(hi - lo + 1));
 }
 
 typedef struct shard {
@@ -38,7 +34,7 @@ static const rs_dtype dtypes[3] = {RS_DTYPE_U8, RS_DTYPE_BF16, RS_DTYPE_F32};
 /* Tensors of [experts, rows, cols] taking turns in a period of `period`
  * bytes: block i at about the sum of the blocks before it, nudged now and
  * then; sometimes one tensor is a plain dense shard instead. */
-static int make_case(rng *r, shard *sh) {
+static int make_case(uint64_t *r, shard *sh) {
   int n = (int)pick(r, 2, MAX_TENSORS);
   int64_t esize_all = pick(r, 0, 3) == 0 ? 0 : (int64_t)1 << pick(r, 0, 2);
   int64_t block[MAX_TENSORS], at = 0;
@@ -150,7 +146,7 @@ static rs_status plan_status(const shard *sh, int n, char *error, size_t cap) {
 }
 
 Test(write_check, agrees_with_every_byte_on_fused_buffers_that_take_turns) {
-  rng r = {20261203};
+  uint64_t r = 20261203;
   int overlapping = 0, apart = 0;
   for (int c = 0; c < CASES; c++) {
     shard sh[MAX_TENSORS];
