@@ -456,43 +456,98 @@ void rt_job_rank_name(const rt_job *job, int rank, char *buf, size_t n) {
 
 /* ---- groups --------------------------------------------------------------- */
 
-typedef struct held {
+/* A bucket of holders whose coordinates on the sharded axes are one key. */
+typedef struct bucket {
   rt_box box;
-  int rank;
-} held;
+  int key;
+} bucket;
 
-static int cmp_held(const void *x, const void *y) {
-  const held *a = x, *b = y;
-  int c = rt_box_cmp(&a->box, &b->box);
-  if (c) return c;
-  return (a->rank > b->rank) - (a->rank < b->rank);
+static int cmp_bucket(const void *x, const void *y) {
+  return rt_box_cmp(&((const bucket *)x)->box, &((const bucket *)y)->box);
 }
 
+static int cmp_int(const void *x, const void *y) {
+  int a = *(const int *)x, b = *(const int *)y;
+  return (a > b) - (a < b);
+}
+
+static bool sharded_axis(const rt_mesh *mesh, int a) {
+  return mesh->place[a] != RS_REPLICATE && mesh->size[a] > 1;
+}
+
+/* A holder's box follows from its coordinates on the sharded axes alone
+ * (rt_mesh_box), so the holders are bucketed by those coordinates (a
+ * counting sort), each bucket's box is worked out once, and only the
+ * buckets are sorted by box; buckets of one box are merged and their ranks
+ * sorted. The groups come out as a sort of every holder by (box, rank)
+ * gives them, at a fraction of the cost: the CLI makes them for every
+ * tensor and strategy, 4-5% of `reshard plan` at thousands of GPUs. */
 void rt_groups_from_mesh(const rt_mesh *mesh, const rt_tensor *t,
                          rt_groups *out) {
-  int n = rt_mesh_size(mesh);
-  held *h = rt_xmalloc(sizeof *h * (size_t)n);
-  int m = 0, coord[RT_MAX_AX];
-  for (int i = 0; i < n; i++) {
-    rt_mesh_coord(mesh, i, coord);
-    if (!rt_mesh_box(mesh, t, coord, &h[m].box)) continue;
-    h[m].rank = rt_mesh_rank(mesh, coord);
-    m++;
+  int n = rt_mesh_size(mesh), nkeys = 1;
+  for (int a = 0; a < mesh->nax; a++)
+    if (sharded_axis(mesh, a)) nkeys *= mesh->size[a];
+  int *first = rt_xcalloc((size_t)nkeys + 1, sizeof *first);
+  int *key_of = rt_xmalloc(sizeof *key_of * (size_t)n);
+  int *rank_of = rt_xmalloc(sizeof *rank_of * (size_t)n);
+  int coord[RT_MAX_AX] = {0};
+  for (int i = 0; i < n; i++) { /* coordinates in rt_mesh_coord's order */
+    int key = 0;
+    for (int a = 0; a < mesh->nax; a++)
+      if (sharded_axis(mesh, a)) key = key * mesh->size[a] + coord[a];
+    key_of[i] = key;
+    rank_of[i] = rt_mesh_rank(mesh, coord);
+    first[key + 1]++;
+    for (int a = mesh->nax - 1; a >= 0 && ++coord[a] == mesh->size[a]; a--)
+      coord[a] = 0;
   }
-  qsort(h, (size_t)m, sizeof *h, cmp_held);
-  out->g = rt_xmalloc(sizeof *out->g * (size_t)(m ? m : 1));
-  out->pool = rt_xmalloc(sizeof *out->pool * (size_t)(m ? m : 1));
-  out->n = 0;
-  for (int i = 0; i < m; i++) {
-    if (i == 0 || !rt_box_equal(&h[i].box, &h[i - 1].box)) {
-      rt_group *g = &out->g[out->n++];
-      g->box = h[i].box;
-      g->n = 0;
-      g->ranks = out->pool + i;
+  for (int k = 0; k < nkeys; k++) first[k + 1] += first[k];
+  int *by_key = rt_xmalloc(sizeof *by_key * (size_t)(n ? n : 1));
+  int *fill = rt_xmalloc(sizeof *fill * (size_t)nkeys);
+  memcpy(fill, first, sizeof *fill * (size_t)nkeys);
+  for (int i = 0; i < n; i++) by_key[fill[key_of[i]]++] = rank_of[i];
+  free(fill);
+  free(rank_of);
+  free(key_of);
+
+  bucket *b = rt_xmalloc(sizeof *b * (size_t)nkeys);
+  int nb = 0;
+  for (int k = 0; k < nkeys; k++) {
+    if (first[k] == first[k + 1]) continue;
+    for (int a = mesh->nax - 1, rest = k; a >= 0; a--) {
+      coord[a] = sharded_axis(mesh, a) ? rest % mesh->size[a] : 0;
+      if (sharded_axis(mesh, a)) rest /= mesh->size[a];
     }
-    out->g[out->n - 1].ranks[out->g[out->n - 1].n++] = h[i].rank;
+    if (!rt_mesh_box(mesh, t, coord, &b[nb].box)) continue; /* empty shard */
+    b[nb++].key = k;
   }
-  free(h);
+  qsort(b, (size_t)nb, sizeof *b, cmp_bucket);
+  out->g = rt_xmalloc(sizeof *out->g * (size_t)(nb ? nb : 1));
+  out->pool = rt_xmalloc(sizeof *out->pool * (size_t)(n ? n : 1));
+  out->n = 0;
+  int used = 0;
+  for (int i = 0; i < nb; i++) {
+    if (i == 0 || !rt_box_equal(&b[i].box, &b[i - 1].box)) {
+      rt_group *g = &out->g[out->n++];
+      g->box = b[i].box;
+      g->n = 0;
+      g->ranks = out->pool + used;
+    }
+    rt_group *g = &out->g[out->n - 1];
+    int k = b[i].key, m = first[k + 1] - first[k];
+    memcpy(g->ranks + g->n, by_key + first[k], sizeof *by_key * (size_t)m);
+    g->n += m;
+    used += m;
+  }
+  for (int i = 0; i < out->n; i++) {
+    rt_group *g = &out->g[i];
+    int j = 1;
+    while (j < g->n && g->ranks[j - 1] < g->ranks[j]) j++;
+    if (j < g->n) qsort(g->ranks, (size_t)g->n, sizeof *g->ranks, cmp_int);
+  }
+  free(b);
+  free(by_key);
+  free(first);
 }
 
 void rt_groups_free(rt_groups *g) {
