@@ -22,8 +22,8 @@ typedef struct worker {
 static const char *phases[] = {
     "building layouts and planning (rs_plan_create)", "modelling our plan",
     "planning the same sync without conversion",
-    "modelling the reference's algorithms, gather-and-broadcast and the "
-    "lower bound",
+    ("modelling the reference's algorithms, gather-and-broadcast and the "
+     "lower bound"),
     "done"};
 
 /* Build the layouts of job and plan them; *ctx and *plan for the caller

@@ -122,7 +122,7 @@ static rs_status plan_status(const shard *sh, int n, char *error, size_t cap) {
   cr_assert_eq(rs_layout_create(ctx, &src), RS_OK);
   cr_assert_eq(rs_layout_create(ctx, &dst), RS_OK);
   for (int i = 0; i < n; i++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "t%d", i);
     const shard *s = &sh[i];
     int64_t zero[3] = {0, 0, 0};
