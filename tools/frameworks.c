@@ -353,6 +353,10 @@ int rt_mesh_rank(const rt_mesh *mesh, const int coord[RT_MAX_AX]) {
   return r;
 }
 
+bool rt_mesh_axis_sharded(const rt_mesh *mesh, int a) {
+  return mesh->place[a] != RS_REPLICATE && mesh->size[a] > 1;
+}
+
 int rt_mesh_box(const rt_mesh *mesh, const rt_tensor *t,
                 const int coord[RT_MAX_AX], rt_box *out) {
   out->ndim = t->ndim;
@@ -361,8 +365,8 @@ int rt_mesh_box(const rt_mesh *mesh, const rt_tensor *t,
     out->ext[d] = t->shape[d];
   }
   for (int a = 0; a < mesh->nax; a++) {
+    if (!rt_mesh_axis_sharded(mesh, a)) continue;
     int d = mesh->place[a];
-    if (d == RS_REPLICATE || mesh->size[a] == 1) continue;
     /* torch.chunk: chunk = ceil(size / n); trailing shards short or empty */
     int64_t size = out->ext[d], n = mesh->size[a];
     int64_t chunk = (size + n - 1) / n;
@@ -378,7 +382,7 @@ int rt_mesh_box(const rt_mesh *mesh, const rt_tensor *t,
 int rt_mesh_shard_axes(const rt_mesh *mesh) {
   int n = 0;
   for (int a = 0; a < mesh->nax; a++)
-    n += mesh->place[a] != RS_REPLICATE && mesh->size[a] > 1;
+    n += rt_mesh_axis_sharded(mesh, a);
   return n;
 }
 
@@ -386,8 +390,8 @@ bool rt_mesh_even(const rt_mesh *mesh, const rt_tensor *t) {
   int64_t ext[RT_MAXD];
   for (int d = 0; d < t->ndim; d++) ext[d] = t->shape[d];
   for (int a = 0; a < mesh->nax; a++) {
+    if (!rt_mesh_axis_sharded(mesh, a)) continue;
     int d = mesh->place[a];
-    if (d == RS_REPLICATE || mesh->size[a] == 1) continue;
     if (ext[d] % mesh->size[a]) return false;
     ext[d] /= mesh->size[a];
   }

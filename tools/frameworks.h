@@ -67,6 +67,9 @@ int rt_mesh_rank(const rt_mesh *mesh, const int coord[RT_MAX_AX]);
 int rt_mesh_box(const rt_mesh *mesh, const rt_tensor *t,
                 const int coord[RT_MAX_AX], rt_box *out);
 /* Number of axes that shard some dim, and whether every shard is even. */
+/* Whether axis a cuts the tensor: it shards a dim over more than one
+ * coordinate (a shard's box depends on the coordinates of these alone). */
+bool rt_mesh_axis_sharded(const rt_mesh *mesh, int a);
 int rt_mesh_shard_axes(const rt_mesh *mesh);
 bool rt_mesh_even(const rt_mesh *mesh, const rt_tensor *t);
 
