@@ -764,15 +764,35 @@ void convert_rows(int sms) {
     fill_floats(r, RS_DTYPE_BF16, host.data(), (size_t)count * 2, false);
     CUDA_OK(cudaMemcpy(src, host.data(), host.size(), cudaMemcpyHostToDevice));
   }
+  /* weight-like bf16: magnitudes 2^-12..2^-1, one in 4096 an outlier up
+   * to 2^3; the values above span every exponent, so most quotients of
+   * a block are tiny (the case that once took the division's slow path) */
+  char *weights = nullptr;
+  CUDA_OK(cudaMalloc(&weights, (size_t)count * 2));
+  {
+    Rng r{0x3E1617ull};
+    std::vector<uint16_t> host((size_t)count);
+    for (uint16_t &h : host) {
+      uint32_t sign = (uint32_t)(r.next() & 1) << 15;
+      uint32_t exp = (uint32_t)r.range(127 - 12, 127 - 1);
+      if (r.range(0, 4095) == 0) exp = (uint32_t)r.range(127, 127 + 3);
+      h = (uint16_t)(sign | exp << 7 | (uint32_t)(r.next() & 0x7f));
+    }
+    CUDA_OK(cudaMemcpy(weights, host.data(), host.size() * 2,
+                       cudaMemcpyHostToDevice));
+  }
   struct Row {
     const char *name;
     int op, src_dtype, dst_dtype;
+    bool weights;
   };
   const Row rows_[] = {
-      {"cast bf16->f32", RSI_COPY_CAST, RS_DTYPE_BF16, RS_DTYPE_F32},
-      {"cast f32->bf16", RSI_COPY_CAST, RS_DTYPE_F32, RS_DTYPE_BF16},
+      {"cast bf16->f32", RSI_COPY_CAST, RS_DTYPE_BF16, RS_DTYPE_F32, false},
+      {"cast f32->bf16", RSI_COPY_CAST, RS_DTYPE_F32, RS_DTYPE_BF16, false},
       {"quant bf16->e4m3 128^2", RSI_COPY_QUANTIZE, RS_DTYPE_BF16,
-       RS_DTYPE_F8_E4M3},
+       RS_DTYPE_F8_E4M3, true},
+      {"quant, any exponent", RSI_COPY_QUANTIZE, RS_DTYPE_BF16,
+       RS_DTYPE_F8_E4M3, false},
   };
   DeviceBatch batch;
   for (const Row &row : rows_) {
@@ -785,7 +805,7 @@ void convert_rows(int sms) {
     c.extent[1] = cols;
     rt_dense_strides(2, c.extent, c.src_strides);
     rt_dense_strides(2, c.extent, c.dst_strides);
-    c.src = src;
+    c.src = row.weights ? weights : src;
     c.dst = dst;
     c.hi = count;
     c.blocks = rsi_copy_blocks{rows, cols, 128, 128, 0, 0, false};
@@ -826,6 +846,7 @@ void convert_rows(int sms) {
            gbs(t_plain), t_copy / t_conv, "-", t_build);
   }
   CUDA_OK(cudaFree(src));
+  CUDA_OK(cudaFree(weights));
   CUDA_OK(cudaFree(dst));
   CUDA_OK(cudaFree(other));
 }

@@ -1159,3 +1159,50 @@ Test(pieces_convert, bad_copies) {
   cr_assert_eq(t.conv->jobs, 2);
   rsi_pieces_free(&t);
 }
+
+/* The kernels' quotient (rsi_quant_elem: a value whose quotient is below
+ * 2^-10 becomes a signed zero without dividing) against the rule itself,
+ * x / scale rounded and saturated, on the edge of the cut (scale x 2^-10
+ * and its neighbours), zeros, infinities, NaN and random patterns, for
+ * scales from subnormal to infinite. */
+Test(pieces_convert, quotient_cut_short_is_the_rule) {
+  uint64_t seed = test_seed();
+  rng r = {rt_mix(seed ^ 0x71D7ull)};
+  const uint32_t special_scales[] = {
+      0x00000001u, 0x00400000u, 0x00800000u, 0x0d800000u, 0x0d7fffffu,
+      0x0d800001u, 0x1a000000u, 0x3b124925u, 0x3f800000u, 0x7e800000u,
+      0x7f7fffffu, 0x7f800000u, 0x7fc00000u};
+  int64_t checked = 0, cut = 0;
+  for (int si = 0; si < 4000; si++) {
+    uint32_t su = si < (int)(sizeof special_scales / sizeof *special_scales)
+                      ? special_scales[si]
+                      : (uint32_t)rnext(&r) & 0x7fffffffu;
+    float scale = rsi_bits_f32(su);
+    rsi_qscale q = rsi_qscale_of(scale);
+    float edge = scale * 0x1p-10f;
+    uint32_t eu = rsi_f32_bits(edge);
+    uint32_t xs[64];
+    int n = 0;
+    const uint32_t fixed[] = {0u,          0x80000000u, 0x7f800000u,
+                              0xff800000u, 0x7fc00000u, 0x00000001u};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) xs[n++] = fixed[i];
+    for (int d = -2; d <= 2; d++) {
+      xs[n++] = eu + (uint32_t)d;
+      xs[n++] = (eu + (uint32_t)d) | 0x80000000u;
+    }
+    while (n < 64) xs[n++] = (uint32_t)rnext(&r);
+    for (int i = 0; i < n; i++) {
+      float x = rsi_bits_f32(xs[i]);
+      uint32_t got = rsi_quant_elem(x, &q);
+      uint32_t want = rsi_e4m3_quantize(x, scale);
+      if (!q.mul && rsi_bits_f32(xs[i] & 0x7fffffffu) < q.tiny) cut++;
+      cr_assert_eq(got, want,
+                   "seed=%#" PRIx64 " scale %#010x x %#010x: %#04x, the rule "
+                   "%#04x",
+                   seed, su, xs[i], got, want);
+      checked++;
+    }
+  }
+  cr_assert_gt(cut, checked / 20, "the cut was taken %" PRId64 " times of %"
+               PRId64, cut, checked);
+}

@@ -208,9 +208,16 @@ static inline RSI_HD float rsi_key_scale(int src_dtype, uint32_t key,
 
 /* How the values of a block are divided by its scale: by multiplying
  * with the exact reciprocal where the scale is a power of two that has
- * one (the same result bit for bit, as convert.c does), else dividing. */
+ * one (the same result bit for bit, as convert.c does), else dividing.
+ * A value whose quotient is below 2^-10 (half the smallest e4m3
+ * subnormal) becomes a signed zero without the division: on a GPU such a
+ * quotient (a tiny value, or a block with a huge outlier) takes the
+ * division's slow path, one lane at a time. `tiny` is scale x 2^-10,
+ * exact for a scale of at least 2^-100 (else 0: nothing is cut short),
+ * and infinite for an infinite scale, where x / scale is a signed zero
+ * too. */
 typedef struct rsi_qscale {
-  float scale, inv;
+  float scale, inv, tiny;
   bool mul;
 } rsi_qscale;
 
@@ -221,7 +228,16 @@ static inline RSI_HD rsi_qscale rsi_qscale_of(float scale) {
   q.scale = scale;
   q.mul = ((u & 0x007fffffu) == 0 && e >= 1 && e <= 254) || u == 0x00400000u;
   q.inv = q.mul ? 1.0f / scale : 1.0f;
+  q.tiny = scale >= 0x1p-100f ? scale * 0x1p-10f : 0.0f;
   return q;
+}
+
+/* x / scale as e4m3, saturated (the rule of convert_elem.h). */
+static RSI_HD_INLINE uint32_t rsi_quant_elem(float x, const rsi_qscale *q) {
+  if (q->mul) return rsi_f32_to_e4m3_sat(x * q->inv);
+  uint32_t u = rsi_f32_bits(x);
+  if (rsi_bits_f32(u & 0x7fffffffu) < q->tiny) return (u >> 24) & 0x80u;
+  return rsi_f32_to_e4m3_sat(x / q->scale);
 }
 
 /* n elements of src_dtype to e4m3 bytes (out zeroed here). */
@@ -230,8 +246,7 @@ static RSI_HD_INLINE void rsi_quant_unit(int src_dtype, int n,
                                          const rsi_qscale *q, uint32_t *out) {
   for (int j = 0; j < 4; j++) out[j] = 0;
   for (int j = 0; j < n; j++) {
-    float x = rsi_unit_get(src_dtype, in, j);
-    uint32_t b = rsi_f32_to_e4m3_sat(q->mul ? x * q->inv : x / q->scale);
+    uint32_t b = rsi_quant_elem(rsi_unit_get(src_dtype, in, j), q);
     out[j >> 2] |= b << ((j & 3) * 8);
   }
 }
