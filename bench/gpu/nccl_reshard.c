@@ -20,6 +20,14 @@
  *     warm-ups, 10 executions back to back on one stream (execute_async
  *     each, one rs_plan_wait), beside cudaMemcpyAsync device-to-device of
  *     the same bytes; verified again after those 12 runs.
+ * (c) The same layers to fp8: every 2-D weight becomes f8_e4m3 with one
+ *     f32 scale per 128 x 128 block (RS_SCALE_AMAX) beside it in the
+ *     destination buffer, the norms stay bf16; sources hold weight-like
+ *     bf16 (weight_at: never NaN). The same plan run once in process on
+ *     the CPU (the host engine, core/convert.c) gives the expected bytes;
+ *     the GPU's destination must equal them byte for byte (values, scales
+ *     and the poison around them) after the first execution and after the
+ *     timed ones; time per execution beside (a)'s bf16 -> bf16.
  * (b) Fixed cost: a plan of one 4 KiB tensor (one source shard, one
  *     destination shard at byte offset 4096) on the same context; checked
  *     once, then 1000 rs_plan_execute_async back to back and one
@@ -36,7 +44,8 @@
  *   --host: a dry run of the same layouts and checks on the CPU with the
  *   in-process transport and host memory (no GPU needed; its timings are
  *   not GPU figures). --self-test: spoil one destination element and one
- *   gap byte after the first execution, to see both checks fail (exit 2).
+ *   gap byte after the first execution of (a), and one fp8 byte after that of
+ *   (c), to see the checks fail (exit 2).
  *   Built by bench/CMakeLists.txt when the NCCL module
  *   is (target nccl_reshard); bench/gpu/check.sh builds and runs it. */
 #ifndef _GNU_SOURCE
@@ -388,7 +397,9 @@ static void watch_free(watch *w) {
 
 /* ---- (a) two layers --------------------------------------------------------- */
 
-static void fill_source(uint16_t *buf, int tp) {
+typedef uint16_t (*value_fn)(int t, int64_t index);
+
+static void fill_source(uint16_t *buf, int tp, value_fn value) {
   memset(buf, 0, (size_t)SRC_TP_BYTES);
   for (int i = 0; i < NT; i++) {
     const tensor *t = &T[i];
@@ -398,13 +409,28 @@ static void fill_source(uint16_t *buf, int tp) {
     int64_t cols = t->shape[1];
     if (t->split <= 0) { /* whole rows: one run of global indices */
       int64_t first = off[0] * cols, n = ext[0] * cols;
-      for (int64_t k = 0; k < n; k++) p[k] = value_at(i, first + k);
+      for (int64_t k = 0; k < n; k++) p[k] = value(i, first + k);
     } else {
       for (int64_t r = 0; r < ext[0]; r++) {
         uint16_t *q = p + r * ext[1];
         int64_t first = r * cols + off[1];
-        for (int64_t c = 0; c < ext[1]; c++) q[c] = value_at(i, first + c);
+        for (int64_t c = 0; c < ext[1]; c++) q[c] = value(i, first + c);
       }
+    }
+  }
+}
+
+/* The trainer's side: every tensor in bf16, TP shard tp in source buffer tp
+ * of rank 0. */
+static void add_sources(rs_layout *src) {
+  for (int i = 0; i < NT; i++) {
+    const tensor *tn = &T[i];
+    RS(rs_layout_add_tensor(src, tn->name, RS_DTYPE_BF16, tn->ndim, tn->shape));
+    for (int tp = 0; tp < TP; tp++) {
+      int64_t off[2], ext[2];
+      local_box(tn, tp, off, ext);
+      RS(rs_layout_add_shard(src, tn->name, 0, off, ext, tp, tn->src_off,
+                             NULL));
     }
   }
 }
@@ -505,7 +531,8 @@ static void check_layers(const unsigned char *dev_dst, unsigned char *host_dst,
   correctness_row("a:layers", f2, stray, dst_bytes - PAYLOAD, "bytes");
 }
 
-static void run_layers(int layers, int reps) {
+/* Returns the time of one execution (ms). */
+static double run_layers(int layers, int reps) {
   char cas[] = "a:layers", m[64], b[64], t[64];
   phase("a: layouts and plan");
   printf("   %d Qwen3-32B decoder layers, %d bf16 tensors, %.3f GB; source "
@@ -517,16 +544,10 @@ static void run_layers(int layers, int reps) {
   rs_layout *src = NULL, *dst = NULL;
   RS(rs_layout_create(CTX, &src));
   RS(rs_layout_create(CTX, &dst));
+  add_sources(src);
   for (int i = 0; i < NT; i++) {
     const tensor *tn = &T[i];
-    RS(rs_layout_add_tensor(src, tn->name, RS_DTYPE_BF16, tn->ndim, tn->shape));
     RS(rs_layout_add_tensor(dst, tn->name, RS_DTYPE_BF16, tn->ndim, tn->shape));
-    for (int tp = 0; tp < TP; tp++) {
-      int64_t off[2], ext[2];
-      local_box(tn, tp, off, ext);
-      RS(rs_layout_add_shard(src, tn->name, 0, off, ext, tp, tn->src_off,
-                             NULL));
-    }
     const int64_t zero[2] = {0, 0};
     RS(rs_layout_add_shard(dst, tn->name, 0, zero, tn->shape, 0, tn->dst_off,
                            NULL));
@@ -567,7 +588,7 @@ static void run_layers(int layers, int reps) {
   unsigned char *hdst = HOST ? NULL : bench_xmalloc((size_t)dst_bytes);
   t0 = bench_now();
   for (int tp = 0; tp < TP; tp++) {
-    fill_source(hsrc, tp);
+    fill_source(hsrc, tp, value_at);
     h2d(src_all + tp * stride, hsrc, (size_t)SRC_TP_BYTES);
     RS(rs_plan_bind_memory(plan, RS_SIDE_SRC, 0, tp, src_all + tp * stride,
                            (size_t)SRC_TP_BYTES, MEM(), MEMDEV()));
@@ -669,6 +690,257 @@ static void run_layers(int layers, int reps) {
   dfree(src_all);
   dfree(dbuf);
   free(hdst);
+  return ms;
+}
+
+/* ---- (c) the same layers to fp8 ------------------------------------------- */
+
+/* Every 2-D weight becomes f8_e4m3 with one f32 scale per 128 x 128 block
+ * (RS_SCALE_AMAX), as an fp8 checkpoint is served (vLLM's
+ * weight_scale_inv beside weight); the norms stay bf16. A group's scales
+ * follow its values in the destination buffer. */
+enum { F8_BLOCK = 128 };
+
+typedef struct f8_tensor {
+  char scale_name[112];
+  int64_t dst_off, scale_off;
+  int64_t scale_shape[2];
+} f8_tensor;
+
+static f8_tensor F8[MAX_T];
+static int64_t F8_END;     /* end of the last destination tensor */
+static int64_t F8_PAYLOAD; /* destination bytes of values and scales */
+
+static bool is_f8(const tensor *t) { return t->ndim == 2; }
+
+static void build_fp8(int layers) {
+  int64_t off = 0;
+  F8_PAYLOAD = 0;
+  for (int l = 0; l < layers; l++)
+    for (int g = 0; g < NGROUPS; g++) {
+      off = align_up(off + GAP, ALIGN);
+      for (int pass = 0; pass < 2; pass++) /* the values, then the scales */
+        for (int m = 0; m < 3; m++)
+          for (int i = 0; i < NT; i++) {
+            const tensor *t = &T[i];
+            if (t->layer != l || t->gid != g || t->member != m) continue;
+            f8_tensor *f = &F8[i];
+            if (pass == 0) {
+              f->dst_off = off;
+              off += t->numel * (is_f8(t) ? 1 : ESIZE);
+              F8_PAYLOAD += t->numel * (is_f8(t) ? 1 : ESIZE);
+            } else if (is_f8(t)) {
+              snprintf(f->scale_name, sizeof f->scale_name, "%.96s_scale_inv",
+                       t->name);
+              f->scale_shape[0] = (t->shape[0] + F8_BLOCK - 1) / F8_BLOCK;
+              f->scale_shape[1] = (t->shape[1] + F8_BLOCK - 1) / F8_BLOCK;
+              off = align_up(off, 16);
+              f->scale_off = off;
+              off += f->scale_shape[0] * f->scale_shape[1] * 4;
+              F8_PAYLOAD += f->scale_shape[0] * f->scale_shape[1] * 4;
+            }
+          }
+    }
+  F8_END = off;
+}
+
+/* Weight-like bf16, never NaN or infinite (one NaN makes its whole block
+ * NaN): magnitudes 2^-12 to 2^-1, one value in 256 up to 2^3. */
+static uint16_t weight_at(int t, int64_t index) {
+  uint16_t h = value_at(t, index);
+  uint32_t sel = ((uint32_t)h >> 7) & 0xffu;
+  uint32_t e = sel == 0xffu ? 127u + (h & 3u) : 115u + sel % 12u;
+  return (uint16_t)(((uint32_t)h & 0x8000u) | e << 7 | ((uint32_t)h & 0x7fu));
+}
+
+static rs_plan *fp8_plan(rs_context *ctx) {
+  rs_layout *src = NULL, *dst = NULL;
+  RS(rs_layout_create(ctx, &src));
+  RS(rs_layout_create(ctx, &dst));
+  add_sources(src);
+  const int64_t zero[2] = {0, 0};
+  for (int i = 0; i < NT; i++) {
+    const tensor *t = &T[i];
+    const f8_tensor *f = &F8[i];
+    RS(rs_layout_add_tensor(dst, t->name,
+                            is_f8(t) ? RS_DTYPE_F8_E4M3 : RS_DTYPE_BF16,
+                            t->ndim, t->shape));
+    RS(rs_layout_add_shard(dst, t->name, 0, zero, t->shape, 0, f->dst_off,
+                           NULL));
+    if (!is_f8(t)) continue;
+    RS(rs_layout_add_tensor(dst, f->scale_name, RS_DTYPE_F32, 2,
+                            f->scale_shape));
+    RS(rs_layout_set_block_scales(dst, t->name, f->scale_name, F8_BLOCK,
+                                  F8_BLOCK, RS_SCALE_AMAX));
+    RS(rs_layout_add_shard(dst, f->scale_name, 0, zero, f->scale_shape, 0,
+                           f->scale_off, NULL));
+  }
+  rs_plan *plan = NULL;
+  RS(rs_plan_create(src, dst, &plan));
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  return plan;
+}
+
+/* What the host engine (core/convert.c, not the CUDA kernels) makes of the
+ * same sources: one execution in process on host memory. */
+static unsigned char *fp8_expected(unsigned char *const hsrc[TP],
+                                   int64_t dst_bytes) {
+  rs_context *hctx = NULL;
+  RS(rs_context_create_local(1, &hctx));
+  rs_plan *plan = fp8_plan(hctx);
+  unsigned char *want = bench_xmalloc((size_t)dst_bytes);
+  memset(want, POISON_BYTE, (size_t)dst_bytes);
+  for (int tp = 0; tp < TP; tp++)
+    RS(rs_plan_bind_memory(plan, RS_SIDE_SRC, 0, tp, hsrc[tp],
+                           (size_t)SRC_TP_BYTES, RS_MEMORY_HOST, -1));
+  RS(rs_plan_bind_memory(plan, RS_SIDE_DST, 0, 0, want, (size_t)dst_bytes,
+                         RS_MEMORY_HOST, -1));
+  RS(rs_plan_execute_async(plan, NULL));
+  RS(rs_plan_wait(plan));
+  rs_plan_destroy(plan);
+  rs_context_destroy(hctx);
+  return want;
+}
+
+/* What byte b of the destination is, for messages. */
+static void fp8_where(int64_t b, char *out, size_t n) {
+  for (int i = 0; i < NT; i++) {
+    const tensor *t = &T[i];
+    const f8_tensor *f = &F8[i];
+    int64_t vbytes = t->numel * (is_f8(t) ? 1 : ESIZE);
+    if (b >= f->dst_off && b < f->dst_off + vbytes) {
+      int64_t k = (b - f->dst_off) / (is_f8(t) ? 1 : ESIZE);
+      snprintf(out, n, "%s [%" PRId64 ", %" PRId64 "]", t->name,
+               k / t->shape[1], k % t->shape[1]);
+      return;
+    }
+    int64_t sbytes = is_f8(t) ? f->scale_shape[0] * f->scale_shape[1] * 4 : 0;
+    if (b >= f->scale_off && b < f->scale_off + sbytes) {
+      int64_t k = (b - f->scale_off) / 4;
+      snprintf(out, n, "%s [%" PRId64 ", %" PRId64 "]", f->scale_name,
+               k / f->scale_shape[1], k % f->scale_shape[1]);
+      return;
+    }
+  }
+  snprintf(out, n, "outside every tensor");
+}
+
+/* Byte for byte against the host engine's result: values, scales and the
+ * poison around them. Returns the bytes that differ. */
+static int64_t compare_fp8(const unsigned char *dev_dst, unsigned char *got,
+                           const unsigned char *want, int64_t n,
+                           const char *when) {
+  const unsigned char *view = dev_dst;
+  if (!HOST) {
+    d2h(got, dev_dst, (size_t)n);
+    view = got;
+  }
+  int64_t bad = 0;
+  for (int64_t b = 0; b < n; b++)
+    if (view[b] != want[b]) {
+      if (bad < 6) {
+        char where[160];
+        fp8_where(b, where, sizeof where);
+        printf("   DIFFERS %s: byte %" PRId64 " (%s): 0x%02x, the host "
+               "engine's 0x%02x\n",
+               when, b, where, (unsigned)view[b], (unsigned)want[b]);
+      }
+      bad++;
+    }
+  printf("   compare %s: %" PRId64 " of %" PRId64 " bytes differ from the "
+         "host engine's\n", when, bad, n);
+  return bad;
+}
+
+static void run_fp8(int layers, int reps, double bf16_ms) {
+  char cas[] = "c:fp8", m[64], b[64], t[64], f[64];
+  phase("c: fp8 layouts and plan");
+  build_fp8(layers);
+  int64_t dst_bytes = F8_END + TAIL;
+  double t0 = bench_now();
+  rs_plan *plan = fp8_plan(CTX);
+  double t_plan = bench_now() - t0;
+  int64_t moves = 0;
+  RS(rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_MOVES, &moves));
+  printf("   the layers of a, every 2-D weight to f8_e4m3 with 128 x 128 "
+         "block scales (amax / 448), norms bf16: %.3f GB of destination "
+         "tensors (bf16: %.3f GB); plan %.1f ms, %" PRId64 " moves\n",
+         (double)F8_PAYLOAD / 1e9, (double)PAYLOAD / 1e9, t_plan * 1e3, moves);
+
+  phase("c: the expected bytes (the host engine, in process)");
+  unsigned char *hsrc[TP];
+  for (int tp = 0; tp < TP; tp++) {
+    hsrc[tp] = bench_xmalloc((size_t)SRC_TP_BYTES);
+    fill_source((uint16_t *)hsrc[tp], tp, weight_at);
+  }
+  t0 = bench_now();
+  unsigned char *want = fp8_expected(hsrc, dst_bytes);
+  printf("   host execution: %.2f s\n", bench_now() - t0);
+
+  phase("c: allocate, upload and bind");
+  int64_t stride = align_up(SRC_TP_BYTES, (int64_t)1 << 20);
+  unsigned char *src_all = dalloc((size_t)(stride * TP));
+  unsigned char *dbuf = dalloc((size_t)dst_bytes);
+  unsigned char *got = HOST ? NULL : bench_xmalloc((size_t)dst_bytes);
+  for (int tp = 0; tp < TP; tp++) {
+    h2d(src_all + tp * stride, hsrc[tp], (size_t)SRC_TP_BYTES);
+    RS(rs_plan_bind_memory(plan, RS_SIDE_SRC, 0, tp, src_all + tp * stride,
+                           (size_t)SRC_TP_BYTES, MEM(), MEMDEV()));
+    free(hsrc[tp]);
+  }
+  RS(rs_plan_bind_memory(plan, RS_SIDE_DST, 0, 0, dbuf, (size_t)dst_bytes,
+                         MEM(), MEMDEV()));
+
+  phase("c: first execution, compared");
+  poison(dbuf, (size_t)dst_bytes);
+  RS(rs_plan_execute_async(plan, QUEUE()));
+  RS(rs_plan_wait(plan));
+  if (CORRUPT) { /* one fp8 byte of q_proj: the comparison must FAIL */
+    int64_t at = F8[1].dst_off + 777;
+    unsigned char bad = (unsigned char)(want[at] ^ 0x01);
+    h2d(dbuf + at, &bad, 1);
+    printf("   --self-test: spoiled byte %" PRId64 "; the check must FAIL\n",
+           at);
+  }
+  correctness_row(cas, "every byte = the host engine's, run 1",
+                  compare_fp8(dbuf, got, want, dst_bytes, "after run 1"),
+                  dst_bytes, "bytes");
+
+  phase("c: 2 warm-ups and timed executions");
+  poison(dbuf, (size_t)dst_bytes);
+  for (int k = 0; k < 2; k++) start(plan);
+  RS(rs_plan_wait(plan));
+  watch w;
+  watch_init(&w);
+  watch_start(&w);
+  for (int k = 0; k < reps; k++) start(plan);
+  watch_stop(&w);
+  RS(rs_plan_wait(plan));
+  double ms = watch_ms(&w) / reps;
+  printf("   %d executions back to back: %.3f ms each; bf16 -> bf16 (a) "
+         "%.3f ms: %.2fx\n", reps, ms, bf16_ms, ms / bf16_ms);
+  snprintf(f, sizeof f, "every byte after %d runs", reps + 3);
+  correctness_row(cas, f,
+                  compare_fp8(dbuf, got, want, dst_bytes, "after the timed "
+                              "runs"),
+                  dst_bytes, "bytes");
+  snprintf(m, sizeof m, "%.3f ms", ms);
+  snprintf(b, sizeof b, "%.3f ms (bf16 -> bf16, a)", bf16_ms);
+  snprintf(t, sizeof t, "%.2fx of bf16", ms / bf16_ms);
+  snprintf(f, sizeof f, "time per execution (x%d back to back)", reps);
+  add_row(cas, f, m, b, t, "info");
+  snprintf(m, sizeof m, "%.3f GB", (double)F8_PAYLOAD / 1e9);
+  snprintf(b, sizeof b, "%.3f GB (bf16 -> bf16, a)", (double)PAYLOAD / 1e9);
+  snprintf(t, sizeof t, "%.2fx", (double)F8_PAYLOAD / (double)PAYLOAD);
+  add_row(cas, "destination bytes (values + scales)", m, b, t, "info");
+
+  watch_free(&w);
+  rs_plan_destroy(plan);
+  dfree(src_all);
+  dfree(dbuf);
+  free(want);
+  free(got);
 }
 
 /* ---- (b) fixed cost ----------------------------------------------------- */
@@ -910,7 +1182,8 @@ int main(int argc, char **argv) {
   if (kind != (HOST ? RS_TRANSPORT_LOCAL : RS_TRANSPORT_NCCL) || world != 1)
     die("the context is not what was asked for");
 
-  run_layers(layers, reps);
+  double bf16_ms = run_layers(layers, reps);
+  run_fp8(layers, reps, bf16_ms);
   run_tiny(tiny_reps);
 
   if (!HOST && !B2B_REFUSED)
