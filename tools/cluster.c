@@ -260,9 +260,9 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
     return rt_fail(e, "%s: hbm_achieved_gbps (%g) is above the line rate "
                       "hbm_gbps (%g)",
                    what, out->hbm_achieved_gbps, hbm);
-  /* without a figure: half the HBM line rate (an assumption, see
-   * docs/MODEL.md) */
-  out->convert_gbps = convert > 0 ? convert : hbm / 2;
+  /* without a figure: the H200's measured rate relative to its HBM (an
+   * assumption elsewhere, see docs/MODEL.md) */
+  out->convert_gbps = convert > 0 ? convert : hbm * RT_CONVERT_PER_HBM;
   if (out->convert_gbps > hbm)
     return rt_fail(e, "%s: convert_gbps (%g) is above the HBM line rate "
                       "hbm_gbps (%g): a conversion reads every input byte "

@@ -20,8 +20,8 @@ Test(cluster, presets_from_the_reference) {
   cr_expect_float_eq(c.nvlink_gbps, 450, 1e-9);
   cr_expect_float_eq(c.hbm_gbps, 3350, 1e-9, "H100 SXM HBM3");
   cr_expect_float_eq(c.copy_bw, 3015e9 / 2, 1, "a copy reads and writes");
-  cr_expect_float_eq(c.convert_bw, 1675e9, 1,
-                     "assumed: half the HBM line rate");
+  cr_expect_float_eq(c.convert_bw, 550e9, 1,
+                     "the H200's measured rate (assumed for the H100)");
   cr_assert_eq(rt_cluster_load("GB200-NVL72", &c, &e), 0, "%s", e.msg);
   cr_expect_str_eq(c.name, "gb200-nvl72");
   cr_expect_eq(c.gpus_per_domain, 72);
@@ -67,8 +67,8 @@ Test(cluster, good_file) {
   cr_expect_eq(c.nccl_channels, 32);
   cr_expect_float_eq(c.copy_bw, 0.9 * 3350e9 / 2, 1,
                      "no HBM figure: an H100's, 90%% achieved");
-  cr_expect_float_eq(c.convert_bw, 3350e9 / 2, 1,
-                     "no conversion figure: half the HBM line rate");
+  cr_expect_float_eq(c.convert_bw, 3350e9 * RT_CONVERT_PER_HBM, 1,
+                     "no conversion figure: the H200's ratio to HBM");
   unlink(path);
   free(path);
   path = write_temp("{\"gpus_per_domain\": 8, \"nvlink_gbps\": 450, "

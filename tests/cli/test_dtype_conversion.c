@@ -135,8 +135,8 @@ Test(dtypes, conversion_adds_to_the_rank_time) {
   rt_load_add_convert(&l, 0, 4e9);
   rt_hot hot;
   double t = rt_load_time(&l, &c, &hot);
-  cr_expect_float_eq(c.convert_bw, 3350e9 / 2, 1,
-                     "without a figure: half the HBM line rate");
+  cr_expect_float_eq(c.convert_bw, 3350e9 * RT_CONVERT_PER_HBM, 1,
+                     "without a figure: the H200's ratio to HBM");
   cr_expect_float_eq(t, 0.01 + 1e-6 + 4e9 / c.convert_bw, 1e-12);
   cr_expect_eq(hot.rank, 0);
   cr_expect_eq(hot.link, RT_NVL_OUT);
