@@ -589,6 +589,7 @@ static void fill_floats(rng *r, int dtype, unsigned char *p, int64_t n,
 typedef struct ccase {
   rsi_copy c;
   tbuf src, ref, got;
+  int64_t off[4]; /* block cases: the box's offset */
 } ccase;
 
 static void ccase_free(ccase *t) {
@@ -767,7 +768,12 @@ static void btensor_free(btensor *b) {
 
 /* A QUANTIZE (scales false) or SCALES copy of a random box of b (of its
  * values or of its scales) and its reference. */
-static void block_case_make(rng *r, ccase *t, const btensor *b, bool scales) {
+/* A QUANTIZE (or SCALES) copy of a random box of b's values (or scales)
+ * and a random range of it; with `twin`, the SCALES copy of exactly the
+ * blocks that QUANTIZE copy twin touches, whole ranges both (the pair the
+ * builder folds into one piece); `whole`: the whole range of the box. */
+static void block_case_make(rng *r, ccase *t, const btensor *b, bool scales,
+                            bool whole, const ccase *twin) {
   memset(t, 0, sizeof *t);
   rsi_copy *c = &t->c;
   int n = b->ndim, size = rsi_conv_size(b->dtype);
@@ -782,6 +788,15 @@ static void block_case_make(rng *r, ccase *t, const btensor *b, bool scales) {
       c->extent[d] = shape[d];
     }
   }
+  if (twin) {
+    memcpy(off, twin->off, sizeof off);
+    for (int d = 0; d < n; d++) c->extent[d] = twin->c.extent[d];
+    for (int d = n >= 2 ? n - 2 : 0; d < n; d++) {
+      int64_t blk = d == n - 1 ? b->b1 : b->b0;
+      off[d] = twin->off[d] / blk;
+      c->extent[d] = (twin->off[d] + twin->c.extent[d] - 1) / blk - off[d] + 1;
+    }
+  }
   bool friendly = b->friendly && !scales && rrange(r, 0, 3) != 0;
   if (friendly) { /* columns from and of multiples of 8 */
     off[n - 1] = off[n - 1] / 8 * 8;
@@ -789,12 +804,17 @@ static void block_case_make(rng *r, ccase *t, const btensor *b, bool scales) {
     if (off[n - 1] + c->extent[n - 1] > shape[n - 1])
       c->extent[n - 1] = shape[n - 1] - off[n - 1];
   }
+  memcpy(t->off, off, sizeof off);
   int64_t vol = rt_volume(n, c->extent);
   c->lo = rrange(r, 0, 2) == 0 ? 0 : rrange(r, 0, vol - 1);
   c->hi = rrange(r, 0, 2) == 0 ? vol : rrange(r, c->lo + 1, vol);
   if (friendly) {
     c->lo = c->lo / 8 * 8;
     c->hi = c->hi / 8 * 8 > c->lo ? c->hi / 8 * 8 : c->hi;
+  }
+  if (twin || whole) {
+    c->lo = 0;
+    c->hi = vol;
   }
   c->op = scales ? RSI_COPY_SCALES : RSI_COPY_QUANTIZE;
   c->src_dtype = b->dtype;
@@ -835,6 +855,7 @@ static void block_case_make(rng *r, ccase *t, const btensor *b, bool scales) {
 /* What the conversion cases exercised. */
 static struct {
   int64_t cast_pieces, cast_wide, blocks, blocks_wide, split, chunked_cols;
+  int64_t folded;
 } cseen;
 
 /* Structural checks: cast units aligned on both sides (in bytes), block
@@ -866,6 +887,7 @@ static void check_conv(const rsi_pieces *t, const char *where) {
     cseen.blocks_wide += p->unit > 1;
     cseen.split += p->split != 0;
     cseen.chunked_cols += p->col_chunks > 1;
+    cseen.folded += p->scales != 0;
   }
   cr_assert_eq(jobs, c->jobs, "%s", where);
 }
@@ -887,9 +909,11 @@ static void run_conv(const rsi_copy *copies, int n, int64_t job_units,
 static void log_cseen(const char *what) {
   cr_log_info("%s: %" PRId64 " cast pieces (%" PRId64 " with wide units), %"
               PRId64 " block pieces (%" PRId64 " with wide units, %" PRId64
-              " split, %" PRId64 " cut across rows)",
+              " split, %" PRId64 " cut across rows, %" PRId64
+              " with their scales folded in)",
               what, cseen.cast_pieces, cseen.cast_wide, cseen.blocks,
-              cseen.blocks_wide, cseen.split, cseen.chunked_cols);
+              cseen.blocks_wide, cseen.split, cseen.chunked_cols,
+              cseen.folded);
 }
 
 static const int64_t JOB_UNITS[] = {RSI_BLOCK_JOB_UNITS, 1, 2, 3, 7, 16, 64,
@@ -925,8 +949,9 @@ static void block_cases(uint64_t salt, int count, bool big) {
     btensor b;
     btensor_make(&r, &b, big);
     ccase t[2];
-    block_case_make(&r, &t[0], &b, false);
-    block_case_make(&r, &t[1], &b, true);
+    bool twins = rrange(&r, 0, 2) == 0;
+    block_case_make(&r, &t[0], &b, false, twins, NULL);
+    block_case_make(&r, &t[1], &b, true, false, twins ? &t[0] : NULL);
     rsi_copy copies[2] = {t[0].c, t[1].c};
     int64_t units = big ? RSI_BLOCK_JOB_UNITS
                         : JOB_UNITS[rrange(&r, 0, sizeof JOB_UNITS /
@@ -945,6 +970,8 @@ static void block_cases(uint64_t salt, int count, bool big) {
 Test(pieces_convert, random_quantize_and_scales) {
   block_cases(0xB10Cull, 2500, false);
   log_cseen("blocks");
+  cr_assert_gt(cseen.folded, 100, "SCALES copies folded into QUANTIZE: %"
+               PRId64, cseen.folded);
 }
 
 /* 128 x 128 blocks, and one block a matrix: split at the real cap. */
@@ -972,8 +999,10 @@ Test(pieces_convert, mixed_batch) {
     }
     for (int i = 0; i < NTENSOR; i++) {
       btensor_make(&r, &tensors[i], false);
-      block_case_make(&r, &blocks[2 * i], &tensors[i], false);
-      block_case_make(&r, &blocks[2 * i + 1], &tensors[i], true);
+      bool twins = rrange(&r, 0, 1) == 0;
+      block_case_make(&r, &blocks[2 * i], &tensors[i], false, twins, NULL);
+      block_case_make(&r, &blocks[2 * i + 1], &tensors[i], true, false,
+                      twins ? &blocks[2 * i] : NULL);
       copies[n++] = blocks[2 * i].c;
       copies[n++] = blocks[2 * i + 1].c;
     }

@@ -11,7 +11,9 @@
  * branches fold), and stored as one vector. A block job reduces its
  * block's amax across the team (shuffles; shared memory across a block's
  * warps), then quantizes the part of the block it owns: those values are
- * read a second time right after the first, mostly from L1 and L2. */
+ * read a second time right after the first, mostly from L1 and L2. A
+ * piece with a SCALES copy folded in (convert_pieces.h) writes each
+ * block's scale from the same job. */
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -318,6 +320,8 @@ __device__ __forceinline__ void block_job(const rsi_bpiece *p, int64_t job,
   }
   float scale = rsi_key_scale(kSrc, key, p->ue8m0 != 0);
   if (p->op == RSI_COPY_QUANTIZE) {
+    if (p->scales && team_rank<kTeam>() == 0)
+      *reinterpret_cast<float *>(j.scale_dst * 4) = scale;
     rsi_qscale q = rsi_qscale_of(scale);
 #pragma unroll 1
     for (int part = 0; part < 3; part++) {

@@ -215,16 +215,155 @@ static rs_status block_piece(const rsi_copy *c, int64_t job_units,
   return RS_OK;
 }
 
+/* ---- SCALES folded into QUANTIZE --------------------------------------- */
+
+enum { NO_PARTNER = -1, FOLDED = -2 };
+
+typedef struct origin {
+  uintptr_t at; /* the first value of the block of box element 0 */
+  int64_t copy;
+} origin;
+
+/* A copy of a whole range over blocks that are well formed (the builder
+ * refuses the others later, with their message). */
+static bool foldable(const rsi_copy *c) {
+  if (c->ndim < 1 || c->ndim > RS_MAX_DIMS || c->blocks.b0 < 1 ||
+      c->blocks.b1 < 1 || c->blocks.row0 < 0 || c->blocks.col0 < 0 ||
+      c->dense_src)
+    return false;
+  int64_t v = 1;
+  for (int d = 0; d < c->ndim; d++) {
+    if (c->extent[d] < 1 || __builtin_mul_overflow(v, c->extent[d], &v))
+      return false;
+  }
+  return c->lo == 0 && c->hi == v;
+}
+
+/* A QUANTIZE copy's block origin: what the SCALES copy of the same blocks
+ * names as its source. */
+static uintptr_t block_origin(const rsi_copy *q) {
+  int n = q->ndim;
+  const rsi_copy_blocks *b = &q->blocks;
+  int64_t back = (b->col0 % b->b1) * q->src_strides[n - 1];
+  if (n >= 2) back += (b->row0 % b->b0) * q->src_strides[n - 2];
+  return (uintptr_t)q->src -
+         (uintptr_t)(back * rsi_conv_size(q->src_dtype));
+}
+
+/* Whether SCALES copy s writes the scales of exactly the blocks that
+ * QUANTIZE copy q touches, from the same values, both whole ranges. */
+static bool scales_of(const rsi_copy *q, const rsi_copy *s) {
+  int n = q->ndim;
+  const rsi_copy_blocks *a = &q->blocks, *b = &s->blocks;
+  if (s->ndim != n || n < 1 || s->src_dtype != q->src_dtype ||
+      q->dst_dtype != RS_DTYPE_F8_E4M3 || s->dst_dtype != RS_DTYPE_F32 ||
+      a->rows != b->rows || a->cols != b->cols || a->b0 != b->b0 ||
+      a->b1 != b->b1 || a->ue8m0 != b->ue8m0 || !foldable(q) ||
+      !foldable(s) || (uintptr_t)s->src != block_origin(q))
+    return false;
+  for (int d = 0; d < n; d++)
+    if (q->src_strides[d] != s->src_strides[d] ||
+        (d + 2 < n && q->extent[d] != s->extent[d]))
+      return false;
+  int64_t ext_c = q->extent[n - 1], ext_r = n >= 2 ? q->extent[n - 2] : 1;
+  int64_t bc0 = a->col0 / a->b1, br0 = a->row0 / a->b0;
+  if (b->col0 != bc0 || s->extent[n - 1] != (a->col0 + ext_c - 1) / a->b1 -
+                                                bc0 + 1)
+    return false;
+  if (n >= 2 && (b->row0 != br0 || s->extent[n - 2] != (a->row0 + ext_r -
+                                                        1) / a->b0 - br0 + 1))
+    return false;
+  return n >= 2 || b->row0 == 0;
+}
+
+static int origin_cmp(const void *x, const void *y) {
+  const origin *a = x, *b = y;
+  if (a->at != b->at) return a->at < b->at ? -1 : 1;
+  return (a->copy > b->copy) - (a->copy < b->copy);
+}
+
+/* t->pair[i]: for a QUANTIZE copy the SCALES copy folded into it, for
+ * that SCALES copy FOLDED, else NO_PARTNER. A QUANTIZE copy whose blocks
+ * are split takes none (its jobs are chunks, not blocks). */
+static rs_status pair_scales(rsi_conv_tables *t, const rsi_copy *copies,
+                             int64_t n, int64_t job_units, rsi_err *err) {
+  RSI_TRY(rsi_grow((void **)&t->pair, &t->cap_pair, n, sizeof *t->pair, 16,
+                   err));
+  int64_t nq = 0;
+  for (int64_t i = 0; i < n; i++) {
+    t->pair[i] = NO_PARTNER;
+    nq += copies[i].op == RSI_COPY_QUANTIZE && foldable(&copies[i]);
+  }
+  if (!nq) return RS_OK;
+  RSI_TRY(rsi_grow(&t->origins, &t->cap_origins, nq, sizeof(origin), 16,
+                   err));
+  origin *o = t->origins;
+  nq = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (copies[i].op == RSI_COPY_QUANTIZE && foldable(&copies[i]))
+      o[nq++] = (origin){block_origin(&copies[i]), i};
+  qsort(o, (size_t)nq, sizeof *o, origin_cmp);
+  for (int64_t s = 0; s < n; s++) {
+    const rsi_copy *sc = &copies[s];
+    if (sc->op != RSI_COPY_SCALES) continue;
+    int64_t lo = 0, hi = nq; /* the first origin at or after sc->src */
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (o[mid].at < (uintptr_t)sc->src)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (; lo < nq && o[lo].at == (uintptr_t)sc->src; lo++) {
+      int64_t q = o[lo].copy;
+      if (t->pair[q] != NO_PARTNER || !scales_of(&copies[q], sc)) continue;
+      rsi_bpiece p;
+      RSI_TRY(block_piece(&copies[q], job_units, &p, err));
+      if (p.split) continue;
+      t->pair[q] = s;
+      t->pair[s] = FOLDED;
+      break;
+    }
+  }
+  return RS_OK;
+}
+
+/* Where QUANTIZE piece p writes the scales of SCALES copy s (scales_of). */
+static rs_status fold_scales(rsi_bpiece *p, const rsi_copy *s, rsi_err *err) {
+  int n = s->ndim;
+  RSI_TRY(element_index(s->dst, RS_DTYPE_F32, "destination", &p->sdst, err));
+  int64_t dense[RS_MAX_DIMS], m = 1;
+  for (int d = n - 1; d >= 0; d--) {
+    dense[d] = m;
+    m *= s->extent[d];
+  }
+  const int64_t *ds = s->dense_dst ? dense : s->dst_strides;
+  p->scales = 1;
+  p->sdst_c = ds[n - 1];
+  p->sdst_r = n >= 2 ? ds[n - 2] : 0;
+  p->snlead = 0;
+  for (int d = 0; d + 2 < n; d++) {
+    if (s->extent[d] == 1) continue;
+    p->slead_ext[p->snlead] = s->extent[d];
+    p->slead_dst[p->snlead++] = ds[d];
+  }
+  return RS_OK;
+}
+
 static rs_status add_blocks(rsi_conv_tables *t, const rsi_copy *copies,
                             int64_t n, int64_t job_units, bool split,
                             rsi_err *err) {
   for (int64_t i = 0; i < n; i++) {
     const rsi_copy *c = &copies[i];
     if (c->op != RSI_COPY_QUANTIZE && c->op != RSI_COPY_SCALES) continue;
-    if (c->hi <= c->lo) continue;
+    if (c->hi <= c->lo || t->pair[i] == FOLDED) continue;
     rsi_bpiece p;
     RSI_TRY(block_piece(c, job_units, &p, err));
     if ((bool)p.split != split) continue;
+    if (t->pair[i] >= 0) {
+      RSI_TRY(fold_scales(&p, &copies[t->pair[i]], err));
+      t->folded++;
+    }
     RSI_TRY(rsi_grow((void **)&t->blk, &t->cap_blk, t->nblk + 1, sizeof p,
                      16, err));
     int64_t keys = p.key0;
@@ -251,6 +390,7 @@ static rs_status build(const rsi_copy *copies, int64_t n, rsi_conv_tables *t,
       return RSI_FAIL(err, RS_ERR_INTERNAL, "CUDA engine: copy op %d",
                       c->op);
   }
+  RSI_TRY(pair_scales(t, copies, n, job_units, err));
   RSI_TRY(add_blocks(t, copies, n, job_units, true, err));
   t->nsplit = t->nblk;
   t->split_jobs = t->jobs;
@@ -264,6 +404,7 @@ rs_status rsi_convert_build_cut(const rsi_copy *copies, int64_t n,
   if (t) {
     t->cast.n = t->cast.items = 0;
     t->nblk = t->jobs = t->nsplit = t->split_jobs = t->keys = 0;
+    t->folded = 0;
   }
   bool any = false;
   for (int64_t i = 0; i < n && !any; i++)
@@ -279,6 +420,7 @@ rs_status rsi_convert_build_cut(const rsi_copy *copies, int64_t n,
   if (st != RS_OK) {
     t->cast.n = t->cast.items = 0;
     t->nblk = t->jobs = t->nsplit = t->split_jobs = t->keys = 0;
+    t->folded = 0;
   }
   return st;
 }
@@ -377,9 +519,10 @@ static void run_blocks(const rsi_conv_tables *t, uint32_t *keys,
     if (p->op == RSI_COPY_SCALES && p->split && j.chunk != 0) continue;
     uint32_t key = p->split ? keys[j.key] : team_amax(p, &j, threads);
     float scale = rsi_key_scale(p->src_dtype, key, p->ue8m0 != 0);
-    if (p->op == RSI_COPY_QUANTIZE)
+    if (p->op == RSI_COPY_QUANTIZE) {
       quantize(p, &j, scale, threads);
-    else
+      if (p->scales) memcpy((void *)(uintptr_t)(j.scale_dst * 4), &scale, 4);
+    } else
       memcpy((void *)(uintptr_t)(j.dst_l * 4), &scale, 4);
   }
 }

@@ -22,7 +22,12 @@
  * (a job each), a first pass folds each chunk's amax into the block's key
  * in a zeroed table (atomic max), and the main pass reads the key. Split
  * pieces come first in the table, so the first pass walks jobs
- * [0, split_jobs). */
+ * [0, split_jobs).
+ *
+ * A SCALES copy over exactly the blocks that a QUANTIZE copy of the same
+ * batch touches (the same source, both whole ranges, blocks not split) is
+ * folded into that QUANTIZE piece: each of its jobs writes its block's
+ * scale too, so the block's values are not read again for it. */
 #ifndef RS_CORE_TRANSPORT_NCCL_CONVERT_PIECES_H
 #define RS_CORE_TRANSPORT_NCCL_CONVERT_PIECES_H
 
@@ -68,6 +73,14 @@ typedef struct rsi_bpiece {
   int32_t ue8m0, split;
   int64_t lead_ext[RS_MAX_DIMS]; /* outermost first */
   int64_t lead_dst[RS_MAX_DIMS], lead_src[RS_MAX_DIMS];
+  /* QUANTIZE with a SCALES copy folded in (scales != 0): the scale of
+   * block (lead, br0 + r, bc0 + c) goes to f32 element sdst + the lead
+   * index's offset over slead_* (the lead dims of extent > 1, outermost
+   * first) + r x sdst_r + c x sdst_c. */
+  uint64_t sdst;
+  int64_t sdst_r, sdst_c;
+  int32_t scales, snlead;
+  int64_t slead_ext[RS_MAX_DIMS], slead_dst[RS_MAX_DIMS];
 } rsi_bpiece;
 
 /* The conversions of a batch (rsi_pieces.conv). */
@@ -79,6 +92,11 @@ typedef struct rsi_conv_tables {
   int64_t nsplit;     /* split pieces: blk[0..nsplit) */
   int64_t split_jobs; /* their jobs: [0, split_jobs) */
   int64_t keys;       /* uint32 keys the split pieces fold into */
+  int64_t folded;     /* SCALES copies folded into QUANTIZE pieces */
+  int64_t *pair;      /* the builder's scratch: each copy's partner, */
+  int64_t cap_pair;
+  void *origins;      /* and the QUANTIZE copies by block origin */
+  int64_t cap_origins;
 } rsi_conv_tables;
 
 #ifdef __cplusplus
@@ -311,6 +329,7 @@ typedef struct rsi_bjob {
   int64_t vr, vc; /* the block's first value from src_l (rows, cols) */
   int64_t flat_row0; /* QUANTIZE: the box row (lead, 0) counted flat */
   int64_t chunk, key;
+  uint64_t scale_dst; /* QUANTIZE with scales folded in: the block's scale */
   uint32_t r_lo, r_hi, u_lo, u_hi; /* the chunk: rows and units of the
                                       block; empty when r_lo == r_hi */
 } rsi_bjob;
@@ -328,6 +347,23 @@ static inline RSI_HD int64_t rsi_bpiece_find(const rsi_bpiece *t, int64_t n,
       hi = mid - 1;
   }
   return lo;
+}
+
+/* Where a QUANTIZE piece with scales folded in puts the scale of block
+ * (lead, gbr, gbc): lead counts the lead dims' elements row-major. */
+static inline RSI_HD uint64_t rsi_bpiece_scale_at(const rsi_bpiece *p,
+                                                  uint64_t lead, int64_t gbr,
+                                                  int64_t gbc) {
+  uint64_t d = p->sdst + (uint64_t)((gbr - p->br0) * p->sdst_r +
+                                    (gbc - p->bc0) * p->sdst_c);
+  RSI_NO_UNROLL
+  for (int dim = p->snlead - 1; dim >= 0; dim--) {
+    uint64_t q = rsi_piece_udiv(lead, (uint64_t)p->slead_ext[dim]);
+    d += (lead - q * (uint64_t)p->slead_ext[dim]) *
+         (uint64_t)p->slead_dst[dim];
+    lead = q;
+  }
+  return d;
 }
 
 /* Job `job` of p: once per job and thread. */
@@ -350,6 +386,7 @@ static inline RSI_HD void rsi_bjob_at(const rsi_bpiece *p, int64_t job,
     j->vr = gbr * p->b0 - p->row0;
     j->vc = gbc * p->b1 - p->col0;
     j->flat_row0 = (int64_t)lead * p->ext_r;
+    j->scale_dst = p->scales ? rsi_bpiece_scale_at(p, lead, gbr, gbc) : 0;
   } else {
     uint64_t e = (uint64_t)p->lo + blk;
     uint64_t fr = rsi_piece_udiv(e, (uint64_t)p->ext_c);
@@ -361,6 +398,7 @@ static inline RSI_HD void rsi_bjob_at(const rsi_bpiece *p, int64_t job,
     j->vr = r * p->b0;
     j->vc = c * p->b1;
     j->flat_row0 = 0;
+    j->scale_dst = 0;
     dst_off = r * p->dst_r + c * p->dst_c;
   }
   uint64_t d = p->dst + (uint64_t)dst_off, s = p->src, rest = lead;

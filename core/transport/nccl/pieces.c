@@ -179,6 +179,8 @@ void rsi_pieces_free(rsi_pieces *p) {
   if (p->conv) {
     free(p->conv->cast.v);
     free(p->conv->blk);
+    free(p->conv->pair);
+    free(p->conv->origins);
     free(p->conv);
     p->conv = NULL;
   }
