@@ -8,9 +8,9 @@
 #include "rt_common.h"
 
 /* A cluster file without convert_gbps converts at this fraction of its
- * hbm_gbps: what one H200 measured (550 GB/s of bf16 input to fp8 through
+ * hbm_gbps: what one H200 measured (800 GB/s of bf16 input to fp8 through
  * libreshard's CUDA engine, against an HBM line rate of 4800 GB/s). */
-#define RT_CONVERT_PER_HBM (550.0 / 4800.0)
+#define RT_CONVERT_PER_HBM (800.0 / 4800.0)
 
 typedef struct rt_cluster {
   char name[64];

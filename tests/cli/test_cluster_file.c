@@ -20,7 +20,7 @@ Test(cluster, presets_from_the_reference) {
   cr_expect_float_eq(c.nvlink_gbps, 450, 1e-9);
   cr_expect_float_eq(c.hbm_gbps, 3350, 1e-9, "H100 SXM HBM3");
   cr_expect_float_eq(c.copy_bw, 3015e9 / 2, 1, "a copy reads and writes");
-  cr_expect_float_eq(c.convert_bw, 550e9, 1,
+  cr_expect_float_eq(c.convert_bw, 800e9, 1,
                      "the H200's measured rate (assumed for the H100)");
   cr_assert_eq(rt_cluster_load("GB200-NVL72", &c, &e), 0, "%s", e.msg);
   cr_expect_str_eq(c.name, "gb200-nvl72");
