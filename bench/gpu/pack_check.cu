@@ -8,7 +8,9 @@
  * -> f32 and f32 -> bf16 most, every pair of f32, bf16, f16) against
  * core/convert.h's casts, and block-scaled e4m3 (bf16 most; values and
  * scales of random boxes of random tensors, 128 x 128 blocks and small
- * ones, blocks split into chunks) against rsi_quantize_blocks of the whole
+ * ones, blocks split into chunks; in a third of the tensors the scale box
+ * is the twin of the value box, which the engine folds into its piece)
+ * against rsi_quantize_blocks of the whole
  * tensor; an e4m3 NaN of either sign counts as equal (the GPU's NaN from
  * x / NaN has no sign to keep); (c) bandwidth of pack and unpack for
  * batches of contiguous pieces and for strided shards, and of casts and
@@ -391,6 +393,7 @@ struct ConvCase {
   rsi_copy c = {};
   Twin src, ref;
   int dst_size = 1;
+  int64_t off[4] = {}; /* block cases: the box's offset */
 };
 
 /* The destination of c's box: dense, contiguous or padded, on 16 bytes
@@ -513,8 +516,12 @@ struct QTensor {
   }
 };
 
-/* QUANTIZE (or SCALES) of a random box of the values (or scales) of q. */
-void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales) {
+/* QUANTIZE (or SCALES) of a random box of the values (or scales) of q;
+ * `whole`: the box's whole range; `twin`: the SCALES copy of exactly the
+ * blocks that QUANTIZE case twin touches, whole range (the pair the engine
+ * folds into one piece). */
+void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales,
+                     bool whole = false, const ConvCase *twin = nullptr) {
   rsi_copy &c = t.c;
   int n = q.ndim, size = conv_size(q.dtype);
   const int64_t *shape = scales ? q.sshape : q.shape;
@@ -528,6 +535,17 @@ void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales) {
       c.extent[d] = shape[d];
     }
   }
+  if (twin) {
+    for (int d = 0; d < n; d++) {
+      off[d] = twin->off[d];
+      c.extent[d] = twin->c.extent[d];
+    }
+    for (int d = n >= 2 ? n - 2 : 0; d < n; d++) {
+      int64_t blk = d == n - 1 ? q.b1 : q.b0;
+      off[d] = twin->off[d] / blk;
+      c.extent[d] = (twin->off[d] + twin->c.extent[d] - 1) / blk - off[d] + 1;
+    }
+  }
   bool friendly = q.friendly && !scales && r.range(0, 3) != 0;
   if (friendly) {
     off[n - 1] = off[n - 1] / 8 * 8;
@@ -535,12 +553,17 @@ void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales) {
     if (off[n - 1] + c.extent[n - 1] > shape[n - 1])
       c.extent[n - 1] = shape[n - 1] - off[n - 1];
   }
+  for (int d = 0; d < n; d++) t.off[d] = off[d];
   int64_t vol = rt_volume(n, c.extent);
   c.lo = r.range(0, 1) ? 0 : r.range(0, vol - 1);
   c.hi = r.range(0, 1) ? vol : r.range(c.lo + 1, vol);
   if (friendly) {
     c.lo = c.lo / 8 * 8;
     c.hi = c.hi / 8 * 8 > c.lo ? c.hi / 8 * 8 : c.hi;
+  }
+  if (whole || twin) {
+    c.lo = 0;
+    c.hi = vol;
   }
   c.op = scales ? RSI_COPY_SCALES : RSI_COPY_QUANTIZE;
   c.src_dtype = q.dtype;
@@ -610,6 +633,7 @@ bool check_conv(const ConvCase &t, const char *where, int64_t *nan_signs) {
 int conversions(uint64_t seed, int rounds) {
   int pass = 0, fail = 0;
   int64_t nan_signs = 0, casts = 0, quants = 0, scale_boxes = 0, split = 0;
+  int64_t folded = 0;
   DeviceBatch batch;
   for (int round = 0; round < rounds; round++) {
     Rng r{rt_mix(seed ^ 0xC0417ull ^ (uint64_t)round * RT_GOLDEN)};
@@ -635,15 +659,20 @@ int conversions(uint64_t seed, int rounds) {
     }
     for (size_t i = 0; i < tensors.size(); i++) {
       tensors[i].make(r, i == 0 && round % 2 == 0);
+      bool twins = r.range(0, 2) == 0;
       for (int s = 0; s < 2; s++, k++) {
-        make_block_case(r, cases[k], tensors[i], s == 1);
+        make_block_case(r, cases[k], tensors[i], s == 1, twins,
+                        twins && s == 1 ? &cases[k - 1] : nullptr);
         copies.push_back(cases[k].c);
         (s ? scale_boxes : quants)++;
       }
     }
     /* every 4th round splits blocks down to a few units a job */
     batch.build(copies, round % 4 == 3 ? r.range(1, 64) : RSI_BLOCK_JOB_UNITS);
-    if (batch.host.conv) split += batch.host.conv->nsplit;
+    if (batch.host.conv) {
+      split += batch.host.conv->nsplit;
+      folded += batch.host.conv->folded;
+    }
     batch.launch(0);
     CUDA_OK(cudaDeviceSynchronize());
     for (size_t i = 0; i < k; i++) {
@@ -658,9 +687,11 @@ int conversions(uint64_t seed, int rounds) {
   }
   printf("conversion correctness: %d PASS, %d FAIL (%" PRId64 " casts, %"
          PRId64 " quantized boxes, %" PRId64 " scale boxes, %" PRId64
-         " split block pieces; %" PRId64 " e4m3 NaNs of the other sign; seed "
+         " split block pieces, %" PRId64 " scale boxes folded into their "
+         "values' pieces; %" PRId64 " e4m3 NaNs of the other sign; seed "
          "%#" PRIx64 ")\n",
-         pass, fail, casts, quants, scale_boxes, split, nan_signs, seed);
+         pass, fail, casts, quants, scale_boxes, split, folded, nan_signs,
+         seed);
   return fail;
 }
 
