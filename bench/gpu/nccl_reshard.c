@@ -395,6 +395,33 @@ static void watch_free(watch *w) {
   }
 }
 
+/* Seconds per execution of `reps` back to back (after `warmups`, into a
+ * freshly poisoned destination), each way of timing it. */
+typedef struct b2b {
+  double stream; /* on the stream (CUDA events; host clock on host) */
+  double enqueue; /* host time per rs_plan_execute_async */
+  double done;    /* until rs_plan_wait returned */
+} b2b;
+
+static b2b back_to_back(rs_plan *plan, void *dst, size_t dst_bytes,
+                        int warmups, int reps) {
+  poison(dst, dst_bytes);
+  for (int k = 0; k < warmups; k++) start(plan);
+  RS(rs_plan_wait(plan));
+  watch w;
+  watch_init(&w);
+  watch_start(&w);
+  for (int k = 0; k < reps; k++) start(plan);
+  double t_enq = bench_now();
+  watch_stop(&w);
+  RS(rs_plan_wait(plan));
+  double t_done = bench_now();
+  b2b r = {watch_ms(&w) * 1e-3 / reps, (t_enq - w.ta) / reps,
+           (t_done - w.ta) / reps};
+  watch_free(&w);
+  return r;
+}
+
 /* ---- (a) two layers --------------------------------------------------------- */
 
 typedef uint16_t (*value_fn)(int t, int64_t index);
@@ -623,20 +650,10 @@ static double run_layers(int layers, int reps) {
   check_layers(dbuf, hdst, dst_bytes, "after run 1", "every element, run 1");
 
   phase("a: 2 warm-ups and timed executions");
-  poison(dbuf, (size_t)dst_bytes);
-  for (int k = 0; k < 2; k++) start(plan);
-  RS(rs_plan_wait(plan));
-  watch w;
-  watch_init(&w);
-  watch_start(&w);
-  for (int k = 0; k < reps; k++) start(plan);
-  double t_enq = bench_now();
-  watch_stop(&w);
-  RS(rs_plan_wait(plan));
-  double t_done = bench_now();
-  double ms = watch_ms(&w) / reps;
-  double host_ms = (t_done - w.ta) * 1e3 / reps;
-  double enq_us = (t_enq - w.ta) * 1e6 / reps;
+  b2b timed = back_to_back(plan, dbuf, (size_t)dst_bytes, 2, reps);
+  double ms = timed.stream * 1e3;
+  double host_ms = timed.done * 1e3;
+  double enq_us = timed.enqueue * 1e6;
   printf("   %d executions back to back: %.3f ms each (%s), %.3f ms each "
          "until rs_plan_wait returned; enqueue %.1f us each\n",
          reps, ms, HOST ? "host clock" : "CUDA events", host_ms, enq_us);
@@ -684,7 +701,6 @@ static double run_layers(int layers, int reps) {
   snprintf(m, sizeof m, "%.1f us", enq_us);
   add_row(cas, "host time per rs_plan_execute_async", m, "-", "info", "-");
 
-  watch_free(&w);
   watch_free(&wb);
   rs_plan_destroy(plan);
   dfree(src_all);
@@ -908,16 +924,8 @@ static void run_fp8(int layers, int reps, double bf16_ms) {
                   dst_bytes, "bytes");
 
   phase("c: 2 warm-ups and timed executions");
-  poison(dbuf, (size_t)dst_bytes);
-  for (int k = 0; k < 2; k++) start(plan);
-  RS(rs_plan_wait(plan));
-  watch w;
-  watch_init(&w);
-  watch_start(&w);
-  for (int k = 0; k < reps; k++) start(plan);
-  watch_stop(&w);
-  RS(rs_plan_wait(plan));
-  double ms = watch_ms(&w) / reps;
+  double ms =
+      back_to_back(plan, dbuf, (size_t)dst_bytes, 2, reps).stream * 1e3;
   printf("   %d executions back to back: %.3f ms each; bf16 -> bf16 (a) "
          "%.3f ms: %.2fx\n", reps, ms, bf16_ms, ms / bf16_ms);
   snprintf(f, sizeof f, "every byte after %d runs", reps + 3);
@@ -935,7 +943,6 @@ static void run_fp8(int layers, int reps, double bf16_ms) {
   snprintf(t, sizeof t, "%.2fx", (double)F8_PAYLOAD / (double)PAYLOAD);
   add_row(cas, "destination bytes (values + scales)", m, b, t, "info");
 
-  watch_free(&w);
   rs_plan_destroy(plan);
   dfree(src_all);
   dfree(dbuf);
@@ -1018,20 +1025,10 @@ static void run_tiny(int reps) {
   printf("   execute_async + wait, one at a time: %.1f us each\n", lat_us);
 
   phase("b: back-to-back executions");
-  poison(d, dbytes);
-  for (int k = 0; k < 50; k++) start(plan);
-  RS(rs_plan_wait(plan));
-  watch w;
-  watch_init(&w);
-  watch_start(&w);
-  for (int k = 0; k < reps; k++) start(plan);
-  double t_enq = bench_now();
-  watch_stop(&w);
-  RS(rs_plan_wait(plan));
-  double t_done = bench_now();
-  double gpu_us = watch_ms(&w) * 1e3 / reps;
-  double call_us = (t_enq - w.ta) * 1e6 / reps;
-  double exec_us = (t_done - w.ta) * 1e6 / reps;
+  b2b timed = back_to_back(plan, d, dbytes, 50, reps);
+  double gpu_us = timed.stream * 1e6;
+  double call_us = timed.enqueue * 1e6;
+  double exec_us = timed.done * 1e6;
   printf("   %d back to back: %.2f us per call (enqueue), %.2f us per "
          "execution until the wait returned, %.2f us per execution on the "
          "stream (%s)\n",
@@ -1081,7 +1078,6 @@ static void run_tiny(int reps) {
   add_row(cas, "latency: execute_async + wait, one by one", m, "-", "info",
           "-");
 
-  watch_free(&w);
   rs_plan_destroy(plan);
   dfree(s);
   dfree(d);
