@@ -37,6 +37,7 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->slice_bytes = 4 * MIB;
   ctx->timeout_ms = 60000;
   ctx->plan_part = -1;
+  ctx->plan_boxes = 1;
   ctx->culprit = ctx->cause_rank = -1;
   atomic_init(&ctx->aborted, false);
   ctx->engine = transport && transport->engine ? transport->engine
@@ -72,6 +73,7 @@ static int64_t *param_slot(rs_context *ctx, rs_param param) {
     case RS_PARAM_TIMEOUT_MS: return &ctx->timeout_ms;
     case RS_PARAM_INTEGRITY: return &ctx->integrity;
     case RS_PARAM_PLAN_PART: return &ctx->plan_part;
+    case RS_PARAM_PLAN_BOXES: return &ctx->plan_boxes;
   }
   return NULL;
 }
@@ -102,6 +104,10 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
     case RS_PARAM_PLAN_PART:
       *lo = -1;
       *hi = INT32_MAX;
+      return RS_OK;
+    case RS_PARAM_PLAN_BOXES:
+      *lo = 0;
+      *hi = 1;
       return RS_OK;
   }
   return unknown_param(err, param);

@@ -23,6 +23,7 @@ struct rs_context {
   int64_t timeout_ms;
   int64_t integrity;
   int64_t plan_part; /* RS_PARAM_PLAN_PART */
+  int64_t plan_boxes; /* RS_PARAM_PLAN_BOXES */
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
   atomic_bool aborted; /* rs_context_abort was called (any thread) */

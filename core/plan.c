@@ -192,6 +192,7 @@ typedef struct planner {
   int32_t depth;
   int64_t spent; /* bytes charged to moves and relays, of PLAN_BYTES */
   int64_t part;  /* the rank whose part the plan keeps (RS_PARAM_PLAN_PART) */
+  bool keeps_boxes; /* RS_PARAM_PLAN_BOXES: moves keep their boxes */
 } planner;
 
 static int cmp_key(const void *x, const void *y) {
@@ -293,14 +294,19 @@ static rs_dtype wire_dtype(rs_dtype from, rs_dtype to) {
 static rs_status add_scale_moves(planner *p, const rsi_move *values);
 
 /* A plan that keeps one rank's part needs the boxes of that rank's moves
- * only: once a move with no end at that rank is made (its contiguity
- * found), its box, the last in the pool, is given back. After that the
- * scheduler and the figures read a move's bytes, never its box; its
- * elements are its bytes over its wire dtype's size. At 8192 GPUs a side
- * the boxes are a fifth of the planner's peak memory (bench_plan_dsv3). */
+ * only, and a plan without boxes (RS_PARAM_PLAN_BOXES = 0) none: once a
+ * move is made (its contiguity found, its scales' moves made from it), its
+ * box, the last in the pool, is given back. After that the scheduler and
+ * the figures read a move's bytes, never its box; its elements are its
+ * bytes over its wire dtype's size. At 8192 GPUs a side the boxes are a
+ * fifth of the planner's peak memory (bench_plan_dsv3). */
 static void forget_box(planner *p, rsi_move *m) {
-  if (p->part < 0 || m->src_rank == p->part || m->dst_rank == p->part) return;
-  p->plan->boxes.n -= 2 * p->ndim;
+  if (p->keeps_boxes &&
+      (p->part < 0 || m->src_rank == p->part || m->dst_rank == p->part))
+    return;
+  rsi_pool *boxes = &p->plan->boxes;
+  if (m->box + 2 * p->ndim != boxes->n) return; /* a later box was kept */
+  boxes->n -= 2 * p->ndim;
   m->box = -1;
 }
 
@@ -372,8 +378,11 @@ static rs_status push_move_of(planner *p, int t, const int64_t *off,
     p->send_inter_load[src_rank] += m->bytes;
     p->recv_inter_load[dst_rank] += m->bytes;
   }
-  if (dst_kind == RSI_EP_DST && plan->conv[t].scales >= 0)
-    return add_scale_moves(p, m); /* which reads m's box: it stays */
+  if (dst_kind == RSI_EP_DST && plan->conv[t].scales >= 0) {
+    int64_t values = plan->nmoves - 1;
+    RSI_TRY(add_scale_moves(p, m)); /* which reads m's box */
+    m = &plan->moves[values]; /* its pushes may have moved the array */
+  }
   forget_box(p, m);
   return RS_OK;
 }
@@ -2357,11 +2366,13 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
   rsi_context_ref(ctx);
   plan->ctx = ctx;
   plan->part = -1;
+  plan->keeps_boxes = ctx->plan_boxes != 0;
   planner p = {0};
   p.plan = plan;
   p.err = err;
   p.after = -1;
   p.part = ctx->plan_part;
+  p.keeps_boxes = plan->keeps_boxes;
   rs_status st = build(plan, src, dst, &p);
   planner_free(&p);
   if (st != RS_OK) {

@@ -119,6 +119,9 @@ struct rs_plan {
    * forwards and copies; stats, relay_bytes and nrounds are the whole
    * plan's. */
   int part;
+  /* false (RS_PARAM_PLAN_BOXES = 0): no move has a box (every box is -1);
+   * the plan is for inspection, never executed */
+  bool keeps_boxes;
   bool integrity; /* checksum every message (RS_PARAM_INTEGRITY) */
   uint64_t fingerprint;
   /* Hashes of what the plan was made from: tensors, source shards,

@@ -113,6 +113,8 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
       plan->world_size, plan->nrounds, (long long)plan->staging_bytes);
   /* -1: "moves" are the whole plan's; else only that rank's */
   put(&b, "\"part\":%d,", plan->part);
+  /* false (RS_PARAM_PLAN_BOXES = 0): moves have no "offset" or "extent" */
+  put(&b, "\"boxes\":%s,", plan->keeps_boxes ? "true" : "false");
   put(&b, "\"tensors\":[");
   for (int t = 0; t < plan->ntensors; t++) {
     const rsi_tensor *x = &plan->tensors[t];
@@ -156,12 +158,16 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
   for (int64_t i = 0; i < plan->nmoves; i++) {
     const rsi_move *m = &plan->moves[i];
     int nd = plan->tensors[m->tensor].ndim;
-    put(&b, "%s{\"tensor\":%d,\"offset\":", i ? "," : "", m->tensor);
-    put_ints(&b, rsi_move_offset(plan, m), nd);
-    put(&b, ",\"extent\":");
-    put_ints(&b, rsi_move_extent(plan, m), nd);
+    put(&b, "%s{\"tensor\":%d,", i ? "," : "", m->tensor);
+    if (plan->keeps_boxes) {
+      put(&b, "\"offset\":");
+      put_ints(&b, rsi_move_offset(plan, m), nd);
+      put(&b, ",\"extent\":");
+      put_ints(&b, rsi_move_extent(plan, m), nd);
+      put(&b, ",");
+    }
     put(&b,
-        ",\"bytes\":%lld,\"src\":{\"rank\":%d,\"from\":\"%s\"},"
+        "\"bytes\":%lld,\"src\":{\"rank\":%d,\"from\":\"%s\"},"
         "\"dst\":{\"rank\":%d,\"into\":\"%s\"},\"route\":\"%s\","
         "\"round\":%d,\"stage\":%d,\"forwarded\":%s",
         (long long)m->bytes, m->src_rank, kind_name(m->src_kind), m->dst_rank,

@@ -19,10 +19,14 @@
 
 #include "plan.h"
 
-/* The box at pool offset `at` (ndim dims) appended to `to`. */
+/* The box at pool offset `at` (ndim dims) appended to `to` (-2 when
+ * memory ran out); a move without a box (RS_PARAM_PLAN_BOXES = 0) stays
+ * without (-1). */
 static int64_t copy_box(rsi_pool *to, const rsi_pool *from, int64_t at,
                         int ndim, rsi_err *err) {
-  return rsi_pool_push(to, from->v + at, 2 * ndim, err);
+  if (at < 0) return -1;
+  int64_t got = rsi_pool_push(to, from->v + at, 2 * ndim, err);
+  return got < 0 ? -2 : got;
 }
 
 /* Relay slot `old` of the whole plan as an index into the part's relays
@@ -34,7 +38,7 @@ static rs_status keep_relay(const rs_plan *plan, int64_t old, int ndim,
   if (relay_at[old] < 0) {
     rsi_relay r = plan->relays[old];
     r.box = copy_box(boxes, &plan->boxes, r.box, ndim, err);
-    if (r.box < 0) return RS_ERR_NO_MEMORY;
+    if (r.box == -2) return RS_ERR_NO_MEMORY;
     relays[*nrelays] = r;
     relay_at[old] = (*nrelays)++;
   }
@@ -141,7 +145,7 @@ rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err) {
       rsi_move m = plan->moves[j];
       int nd = plan->tensors[m.tensor].ndim;
       m.box = copy_box(&boxes, &plan->boxes, m.box, nd, err);
-      if (m.box < 0) st = RS_ERR_NO_MEMORY;
+      if (m.box == -2) st = RS_ERR_NO_MEMORY;
       if (st == RS_OK)
         st = end_index(plan, map, m.src_kind, nd, relay_at, relays, &nr,
                        &boxes, &m.src_index, err);

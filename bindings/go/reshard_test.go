@@ -183,6 +183,41 @@ func TestPlanPart(t *testing.T) {
 	}
 }
 
+// A plan made without boxes (ParamPlanBoxes 0) has the same figures and
+// fingerprint, no box in its JSON, and is for inspection, not execution.
+func TestPlanWithoutBoxes(t *testing.T) {
+	q := newQuick(t)
+	defer q.closeAll()
+	if err := q.ctx.SetParam(ParamPlanBoxes, 0); err != nil {
+		t.Fatal(err)
+	}
+	bare, err := NewPlan(q.src, q.dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if err := q.ctx.SetParam(ParamPlanBoxes, 1); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := q.plan.Stats(AllRanks)
+	got, _ := bare.Stats(AllRanks)
+	f1, _ := q.plan.Fingerprint()
+	f2, _ := bare.Fingerprint()
+	n1, _ := q.plan.NumMoves()
+	n2, _ := bare.NumMoves()
+	if got != whole || f1 != f2 || n1 != n2 {
+		t.Fatalf("without boxes: figures %+v, %d moves, fingerprint %x; with: %+v, %d, %x",
+			got, n2, f2, whole, n1, f1)
+	}
+	js, _ := bare.JSON()
+	if !strings.Contains(js, `"boxes":false`) || strings.Contains(js, `"offset"`) {
+		t.Fatalf("JSON of a plan without boxes: %.200s", js)
+	}
+	if err := bare.Execute(); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("a plan without boxes executed: %v", err)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	// A failure without a context: rs_last_error's message.
 	_, err := NewLocalContext(0)

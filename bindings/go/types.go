@@ -107,7 +107,8 @@ const (
 	ParamSliceBytes   = Param(rsw.RS_PARAM_SLICE_BYTES) // deprecated, no effect
 	ParamTimeoutMS    = Param(rsw.RS_PARAM_TIMEOUT_MS)
 	ParamIntegrity    = Param(rsw.RS_PARAM_INTEGRITY)
-	ParamPlanPart     = Param(rsw.RS_PARAM_PLAN_PART) // -1 whole plan, else one rank's part
+	ParamPlanPart     = Param(rsw.RS_PARAM_PLAN_PART)  // -1 whole plan, else one rank's part
+	ParamPlanBoxes    = Param(rsw.RS_PARAM_PLAN_BOXES) // 0: plans to inspect, not to run
 )
 
 // Stat names one per-rank figure of a plan (rs_stat).

@@ -228,6 +228,7 @@ local PARAM = {
   timeout_ms = C.RS_PARAM_TIMEOUT_MS,
   integrity = C.RS_PARAM_INTEGRITY,
   plan_part = C.RS_PARAM_PLAN_PART,
+  plan_boxes = C.RS_PARAM_PLAN_BOXES,
 }
 local function param_code(p)
   if type(p) == "string" then
@@ -766,7 +767,9 @@ end
 
 --- ctx:set_param(name, value): name "staging_bytes", "timeout_ms",
 -- "integrity" (a boolean or 0/1), "plan_part" (-1, or the rank whose part
--- of plans made afterwards is kept) or "slice_bytes", or a RS_PARAM_ code.
+-- of plans made afterwards is kept), "plan_boxes" (a boolean or 0/1: false
+-- makes plans to inspect, not to run) or "slice_bytes", or a RS_PARAM_
+-- code.
 function Context:set_param(p, value)
   if type(value) == "boolean" then value = value and 1 or 0 end
   C.rsw_context_set_param(R, context_handle(self), param_code(p),

@@ -257,8 +257,9 @@ static inline bool rt_json_strings_valid(const char *s) {
 
 /* Whether `part` holds exactly the moves of `whole` that have `rank` at
  * either end (rank -1: every move), in the same order, with the same
- * tensor, ranks, route, round, forwarding and box. On a difference, false
- * and `why` (cap bytes) says which move. */
+ * tensor, ranks, route, round, forwarding and box (no box when `part` was
+ * made without, RS_PARAM_PLAN_BOXES = 0). On a difference, false and `why`
+ * (cap bytes) says which move. */
 static inline bool rt_same_moves_of(const rs_plan *whole, const rs_plan *part,
                                     int rank, char *why, size_t cap) {
   int64_t nw = 0, np = 0, k = 0;
@@ -282,7 +283,11 @@ static inline bool rt_same_moves_of(const rs_plan *whole, const rs_plan *part,
     rs_plan_move_info(part, k, &t2, &s2, &d2, &q2, &r2, &f2);
     rs_plan_tensor_info(whole, t1, NULL, &nd);
     rs_plan_move_box(whole, i, o1, e1);
-    rs_plan_move_box(part, k, o2, e2);
+    rs_status boxed = rs_plan_move_box(part, k, o2, e2);
+    if (boxed == RS_ERR_UNSUPPORTED) { /* a plan without boxes */
+      memcpy(o2, o1, sizeof o2);
+      memcpy(e2, e1, sizeof e2);
+    }
     if (t1 != t2 || s1 != s2 || d1 != d2 || q1 != q2 || r1 != r2 ||
         f1 != f2 || memcmp(o1, o2, (size_t)nd * sizeof *o1) ||
         memcmp(e1, e2, (size_t)nd * sizeof *e1)) {
@@ -300,6 +305,97 @@ static inline bool rt_same_moves_of(const rs_plan *whole, const rs_plan *part,
     return false;
   }
   return true;
+}
+
+/* The JSON of a plan as the same plan made without boxes
+ * (RS_PARAM_PLAN_BOXES = 0) writes it: "boxes" false, and no move's
+ * "offset" and "extent". Owned by the caller (free); NULL if it is no
+ * plan's JSON. */
+static inline char *rt_json_without_boxes(const char *json) {
+  char *out = malloc(strlen(json) + 2); /* "true" becomes "false" */
+  if (!out) return NULL;
+  static const char on[] = "\"boxes\":true", off[] = "\"boxes\":false";
+  const char *flag = strstr(json, on);
+  if (!flag) {
+    free(out);
+    return NULL;
+  }
+  size_t n = 0;
+  for (const char *s = json; *s;) {
+    if (s == flag) {
+      memcpy(out + n, off, sizeof off - 1);
+      n += sizeof off - 1;
+      s += sizeof on - 1;
+      continue;
+    }
+    /* a move's box: "offset":[...],"extent":[...], (plain integers) */
+    if (!strncmp(s, "\"offset\":[", 10)) {
+      const char *e = strstr(s, "],\"extent\":[");
+      const char *end = e ? strstr(e + 12, "],") : NULL;
+      if (!end) {
+        free(out);
+        return NULL;
+      }
+      s = end + 2;
+      continue;
+    }
+    out[n++] = *s++;
+  }
+  out[n] = 0;
+  return out;
+}
+
+/* Whether `bare`, made from the same layouts as `whole` but without
+ * boxes (RS_PARAM_PLAN_BOXES = 0), is the same plan: the same moves but
+ * for their boxes, which it refuses to give, the same figures for every
+ * rank, the same fingerprint, and the same JSON but for the boxes. On a
+ * difference, false and `why` (cap bytes) says what differs. */
+static inline bool rt_same_plan_without_boxes(const rs_plan *whole,
+                                              const rs_plan *bare, int world,
+                                              char *why, size_t cap) {
+  if (!rt_same_moves_of(whole, bare, -1, why, cap)) return false;
+  int64_t nm = 0, o[RS_MAX_DIMS], e[RS_MAX_DIMS];
+  rs_plan_num_moves(bare, &nm);
+  if (nm > 0 && rs_plan_move_box(bare, 0, o, e) != RS_ERR_UNSUPPORTED) {
+    snprintf(why, cap, "a plan without boxes gives a move's box");
+    return false;
+  }
+  uint64_t f1 = 0, f2 = 1;
+  rs_plan_fingerprint(whole, &f1);
+  rs_plan_fingerprint(bare, &f2);
+  if (f1 != f2) {
+    snprintf(why, cap, "another fingerprint");
+    return false;
+  }
+  for (int r = -1; r < world; r++)
+    for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_CONVERTED_RECEIVING;
+         s++) {
+      int64_t a = -1, b = -2;
+      rs_status sa = rs_plan_stat(whole, r < 0 ? RS_ALL_RANKS : r,
+                                  (rs_stat)s, &a);
+      rs_status sb = rs_plan_stat(bare, r < 0 ? RS_ALL_RANKS : r,
+                                  (rs_stat)s, &b);
+      if (sa != sb || a != b) {
+        snprintf(why, cap, "figure %d of rank %d: %lld with boxes, %lld "
+                 "without", s, r, (long long)a, (long long)b);
+        return false;
+      }
+    }
+  char *j1 = NULL, *j2 = NULL;
+  if (rs_plan_to_json(whole, &j1, NULL) != RS_OK ||
+      rs_plan_to_json(bare, &j2, NULL) != RS_OK) {
+    rs_free(j1);
+    snprintf(why, cap, "rs_plan_to_json failed");
+    return false;
+  }
+  char *want = rt_json_without_boxes(j1);
+  bool same = want && !strcmp(want, j2);
+  if (!same)
+    snprintf(why, cap, "the JSON differs but for the boxes: %.120s", j2);
+  free(want);
+  rs_free(j1);
+  rs_free(j2);
+  return same;
 }
 
 #endif

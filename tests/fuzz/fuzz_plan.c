@@ -686,13 +686,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FZ_CHECK(!w.mismatch || st != RS_OK,
            "a plan between layouts that declare a tensor differently");
   if (st == RS_OK) {
+    /* planned again, without boxes (RS_PARAM_PLAN_BOXES = 0): the same
+     * plan but for them */
     rs_plan *again = NULL;
     uint64_t f1 = 0, f2 = 0;
+    char same_why[256];
+    rs_context_set_param(w.ctx, RS_PARAM_PLAN_BOXES, 0);
     FZ_CHECK(rs_plan_create(w.s[0].l, w.s[1].l, &again) == RS_OK,
              "the same layouts planned twice");
+    rs_context_set_param(w.ctx, RS_PARAM_PLAN_BOXES, 1);
     rs_plan_fingerprint(plan, &f1);
     rs_plan_fingerprint(again, &f2);
     FZ_CHECK(f1 == f2, "fingerprints differ for the same layouts");
+    FZ_CHECK(rt_same_plan_without_boxes(plan, again, w.size, same_why,
+                                        sizeof same_why),
+             "planned again without boxes: %s", same_why);
     rs_plan_destroy(again);
     check_queries(&w, plan);
     if (executable(&w)) execute_and_verify(&w, plan);

@@ -26,6 +26,7 @@ TestSuite(settings, .init = fx_setup, .fini = fx_teardown);
 #define TIMEOUT RS_PARAM_TIMEOUT_MS, 60000
 #define INTEGRITY RS_PARAM_INTEGRITY, 0
 #define PART RS_PARAM_PLAN_PART, -1
+#define BOXES RS_PARAM_PLAN_BOXES, 1
 
 /* ------------------------------------------------- values out of bounds */
 
@@ -55,6 +56,8 @@ static const value_case value_cases[] = {
     {"integrity_negative", INTEGRITY, -1, true, "outside"},
     {"plan_part_below_whole", PART, -2, true, "outside"},
     {"plan_part_above_int32", PART, (int64_t)INT32_MAX + 1, true, "outside"},
+    {"plan_boxes_two", BOXES, 2, true, "outside"},
+    {"plan_boxes_negative", BOXES, -1, true, "outside"},
     {"value_int64_min", TIMEOUT, INT64_MIN, true, "outside"},
     {"value_int64_max", STAGING, INT64_MAX, true, "outside"},
 };
@@ -75,10 +78,10 @@ RT_TABLE_TEST(settings, values_out_of_bounds, value_cases, i) {
 }
 
 Test(settings, bounds_themselves_are_accepted) {
-  const rs_param all[5] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
+  const rs_param all[6] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
                            RS_PARAM_TIMEOUT_MS, RS_PARAM_INTEGRITY,
-                           RS_PARAM_PLAN_PART};
-  for (int i = 0; i < 5; i++) {
+                           RS_PARAM_PLAN_PART, RS_PARAM_PLAN_BOXES};
+  for (int i = 0; i < 6; i++) {
     int64_t lo = 0, hi = 0, v = 0;
     cr_assert_eq(rs_param_bounds(all[i], &lo, &hi), RS_OK);
     cr_assert_eq(rs_context_set_param(ctx, all[i], lo), RS_OK);
@@ -106,7 +109,7 @@ static const param_case param_cases[] = {
     {"param_just_below_timeout", 199, "unknown parameter"},
     {"param_just_above_integrity", 202, "unknown parameter"},
     {"param_just_below_plan_part", 299, "unknown parameter"},
-    {"param_just_above_plan_part", 301, "unknown parameter"},
+    {"param_just_above_plan_boxes", 302, "unknown parameter"},
     {"param_negative", -100, "unknown parameter"},
     {"param_int_max", INT_MAX, "unknown parameter"},
 };

@@ -402,6 +402,20 @@ static int random_cuts(uint64_t *rng, int64_t n, int64_t align, int k,
  * random block-aligned destinations (replicated, over random domains),
  * staging small or large: every fp8 byte and scale as the whole-tensor
  * rule gives them. */
+/* The plan made without boxes (RS_PARAM_PLAN_BOXES = 0) is the same plan
+ * but for them: the scale moves made from a values move's box too. */
+static void same_without_boxes(job *j, int world, int c) {
+  rs_plan *bare = NULL;
+  char why[256];
+  cr_assert_eq(rs_context_set_param(j->ctx, RS_PARAM_PLAN_BOXES, 0), RS_OK);
+  cr_assert_eq(rs_plan_create(j->src, j->dst, &bare), RS_OK, "case %d: %s", c,
+               rs_context_last_error(j->ctx));
+  cr_assert_eq(rs_context_set_param(j->ctx, RS_PARAM_PLAN_BOXES, 1), RS_OK);
+  cr_assert(rt_same_plan_without_boxes(j->plan, bare, world, why, sizeof why),
+            "case %d: %s", c, why);
+  rs_plan_destroy(bare);
+}
+
 Test(convert_plan, fp8_random_layouts, .timeout = 120) {
   uint64_t rng = 0xF8F8;
   const int64_t blocks[4] = {16, 32, 64, 128};
@@ -454,6 +468,7 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
     rs_status st = make_plan_staged(&j, world, 1 + (int)(rt_rand(&rng) % 4),
                                     staging);
     cr_assert_eq(st, RS_OK, "case %d: %s", c, rs_context_last_error(j.ctx));
+    same_without_boxes(&j, world, c);
     split += stat(&j, RS_STAT_CONVERTED_RECEIVING) > 0;
     whole += stat(&j, RS_STAT_CONVERTED_SENDING) > 0;
     bind_and_run(&j);

@@ -10,10 +10,11 @@
 
 /* A plan of one u8[64] tensor over `world` ranks: the source on each of
  * src_ranks (whole: replicas), the destination on dst_rank; only rank
- * part's part of it (RS_PARAM_PLAN_PART; -1: the whole plan). */
-static rs_plan *one_tensor_plan_part(int world, const int *src_ranks,
-                                     int nsrc, int dst_rank, int part,
-                                     rs_context **ctx) {
+ * part's part of it (RS_PARAM_PLAN_PART; -1: the whole plan); with its
+ * moves' boxes or without (RS_PARAM_PLAN_BOXES). */
+static rs_plan *one_tensor_plan_boxes(int world, const int *src_ranks,
+                                      int nsrc, int dst_rank, int part,
+                                      bool boxes, rs_context **ctx) {
   rs_layout *src = NULL, *dst = NULL;
   rs_plan *plan = NULL;
   cr_assert_eq(rs_context_create_local(world, ctx), RS_OK, "%s",
@@ -30,11 +31,19 @@ static rs_plan *one_tensor_plan_part(int world, const int *src_ranks,
                                    NULL),
                RS_OK);
   cr_assert_eq(rs_context_set_param(*ctx, RS_PARAM_PLAN_PART, part), RS_OK);
+  cr_assert_eq(rs_context_set_param(*ctx, RS_PARAM_PLAN_BOXES, boxes), RS_OK);
   cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK, "%s",
                rs_context_last_error(*ctx));
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   return plan;
+}
+
+static rs_plan *one_tensor_plan_part(int world, const int *src_ranks,
+                                     int nsrc, int dst_rank, int part,
+                                     rs_context **ctx) {
+  return one_tensor_plan_boxes(world, src_ranks, nsrc, dst_rank, part, true,
+                               ctx);
 }
 
 static rs_plan *one_tensor_plan(int world, const int *src_ranks, int nsrc,
@@ -176,4 +185,119 @@ Test(plan_json, a_part_lists_its_moves_and_every_ranks_figures) {
     rs_plan_destroy(plan);
     rs_context_destroy(ctx);
   }
+}
+
+/* A plan made without boxes (RS_PARAM_PLAN_BOXES = 0) says so in its JSON,
+ * whose moves have no box; it refuses to give a box and to run, before any
+ * byte of a destination is touched. Whole or a part, it is otherwise the
+ * plan made with boxes (rt_same_plan_without_boxes, rt_same_moves_of). */
+Test(plan_json, a_plan_without_boxes_is_for_inspection) {
+  for (int part = -1; part < 3; part += 3) {
+    rs_context *ctx = NULL, *ctx2 = NULL;
+    rs_plan *plan = one_tensor_plan_boxes(4, INTS(0, 1), 2, 2, part, false,
+                                          &ctx);
+    rs_plan *boxed = one_tensor_plan_boxes(4, INTS(0, 1), 2, 2, -1, true,
+                                           &ctx2);
+    int64_t v = -1;
+    cr_assert_eq(rs_context_get_param(ctx, RS_PARAM_PLAN_BOXES, &v), RS_OK);
+    cr_assert_eq(v, 0);
+    size_t len = 0;
+    json_object *root = parsed_json(plan, &len);
+    cr_assert(!json_object_get_boolean(member(root, "boxes")));
+    json_object *moves = member(root, "moves");
+    cr_assert_eq(json_object_array_length(moves), 1, "part %d", part);
+    json_object *m = json_object_array_get_idx(moves, 0);
+    cr_assert(!json_object_object_get_ex(m, "offset", NULL));
+    cr_assert(!json_object_object_get_ex(m, "extent", NULL));
+    cr_assert_eq(json_object_get_int64(member(m, "bytes")), 64);
+    json_object_put(root);
+    root = parsed_json(boxed, &len);
+    cr_assert(json_object_get_boolean(member(root, "boxes")));
+    json_object_put(root);
+    char why[256];
+    cr_assert(rt_same_moves_of(boxed, plan, part, why, sizeof why), "%s", why);
+    if (part < 0)
+      cr_assert(rt_same_plan_without_boxes(boxed, plan, 4, why, sizeof why),
+                "%s", why);
+    int64_t off[1] = {-1}, ext[1] = {-1};
+    cr_assert_eq(rs_plan_move_box(plan, 0, off, ext), RS_ERR_UNSUPPORTED);
+    cr_assert(strstr(rs_context_last_error(ctx), "RS_PARAM_PLAN_BOXES"), "%s",
+              rs_context_last_error(ctx));
+    cr_assert_eq(rs_plan_move_box(plan, 1, off, ext), RS_ERR_INVALID_ARGUMENT,
+                 "the index is checked first");
+    unsigned char in[64], out[64];
+    memset(in, 7, sizeof in);
+    memset(out, 0xA5, sizeof out);
+    for (int r = 0; r < 2; r++)
+      if (part < 0 || r == part)
+        cr_assert_eq(rs_plan_bind(plan, RS_SIDE_SRC, r, 0, in, sizeof in),
+                     RS_OK);
+    if (part < 0 || part == 2)
+      cr_assert_eq(rs_plan_bind(plan, RS_SIDE_DST, 2, 0, out, sizeof out),
+                   RS_OK);
+    cr_assert_eq(rs_plan_execute(plan), RS_ERR_UNSUPPORTED, "part %d", part);
+    cr_assert(strstr(rs_context_last_error(ctx), "RS_PARAM_PLAN_BOXES") ||
+                  strstr(rs_context_last_error(ctx), "part"),
+              "%s", rs_context_last_error(ctx));
+    for (int i = 0; i < 64; i++)
+      cr_assert_eq(out[i], 0xA5, "part %d: byte %d written", part, i);
+    rs_plan_destroy(plan);
+    rs_plan_destroy(boxed);
+    rs_context_destroy(ctx);
+    rs_context_destroy(ctx2);
+  }
+}
+
+/* A plan of one u8[1 MiB] tensor, rows [0, 512) on rank 0 and the rest on
+ * rank 1, into columns [0, 512) on rank 1 and the rest on rank 0 (two
+ * strided moves) and a second tensor whole from rank 0 to rank 1 (one
+ * contiguous move, which needs no staging): made with or without boxes. */
+static rs_plan *big_moves_plan(bool boxes, rs_context **ctx) {
+  rs_layout *l[2] = {NULL, NULL};
+  rs_plan *plan = NULL;
+  cr_assert_eq(rs_context_create_local(2, ctx), RS_OK);
+  cr_assert_eq(rs_context_set_param(*ctx, RS_PARAM_PLAN_BOXES, boxes), RS_OK);
+  for (int s = 0; s < 2; s++) {
+    cr_assert_eq(rs_layout_create(*ctx, &l[s]), RS_OK);
+    cr_assert_eq(rs_layout_add_tensor(l[s], "w", RS_DTYPE_U8, 2,
+                                      I64(1024, 1024)), RS_OK);
+    cr_assert_eq(rs_layout_add_tensor(l[s], "b", RS_DTYPE_U8, 1,
+                                      I64(1 << 20)), RS_OK);
+  }
+  for (int r = 0; r < 2; r++) {
+    cr_assert_eq(rs_layout_add_shard(l[0], "w", r, I64(512 * r, 0),
+                                     I64(512, 1024), 0, 0, NULL), RS_OK);
+    cr_assert_eq(rs_layout_add_shard(l[1], "w", 1 - r, I64(0, 512 * r),
+                                     I64(1024, 512), 0, 0, NULL), RS_OK);
+  }
+  cr_assert_eq(rs_layout_add_shard(l[0], "b", 0, I64(0), I64(1 << 20), 1, 0,
+                                   NULL), RS_OK);
+  cr_assert_eq(rs_layout_add_shard(l[1], "b", 1, I64(0), I64(1 << 20), 1, 0,
+                                   NULL), RS_OK);
+  cr_assert_eq(rs_plan_create(l[0], l[1], &plan), RS_OK, "%s",
+               rs_context_last_error(*ctx));
+  rs_layout_destroy(l[0]);
+  rs_layout_destroy(l[1]);
+  return plan;
+}
+
+/* Without boxes the plan's figures are still those of the plan that runs,
+ * the staging too, which depends on which of its large moves are one
+ * contiguous run at an end (those move straight, unstaged). */
+Test(plan_json, a_plan_without_boxes_has_the_same_staging) {
+  rs_context *c1 = NULL, *c2 = NULL;
+  rs_plan *boxed = big_moves_plan(true, &c1);
+  rs_plan *bare = big_moves_plan(false, &c2);
+  char why[256];
+  cr_assert(rt_same_plan_without_boxes(boxed, bare, 2, why, sizeof why), "%s",
+            why);
+  int64_t staging = -1;
+  cr_assert_eq(rs_plan_stat(bare, 0, RS_STAT_STAGING_BYTES, &staging), RS_OK);
+  cr_assert(staging > 0 && staging < (int64_t)3 << 20,
+            "rank 0 stages %lld bytes: the strided moves, not the contiguous",
+            (long long)staging);
+  rs_plan_destroy(boxed);
+  rs_plan_destroy(bare);
+  rs_context_destroy(c1);
+  rs_context_destroy(c2);
 }

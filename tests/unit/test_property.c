@@ -13,7 +13,10 @@
  * destination shard covers is still poison, byte statistics agree with the
  * move list, no domain receives an element across domains twice, staging
  * stays within its setting; for every fourth case, each rank's part
- * (RS_PARAM_PLAN_PART) is exactly its moves of the whole plan.
+ * (RS_PARAM_PLAN_PART) is exactly its moves of the whole plan (every
+ * other part made without boxes, RS_PARAM_PLAN_BOXES = 0), and for
+ * another fourth the whole plan made without boxes is the same plan but
+ * for them.
  *
  * Replay: RESHARD_SEED=<seed> (default fixed) and RESHARD_CASE=<index> to
  * run one case (RESHARD_LARGE_CASE=<index> for the large ones);
@@ -249,7 +252,8 @@ static void check_move_order(const rh *h, const char *where) {
 
 /* RS_PARAM_PLAN_PART: each rank's part holds the whole plan's moves of
  * that rank, in order, with the whole plan's figures and fingerprint; in
- * process a part is for inspection, and executing it is refused. */
+ * process a part is for inspection, and executing it is refused. The
+ * parts of odd ranks are made without boxes (RS_PARAM_PLAN_BOXES = 0). */
 static void check_parts(const rh *h, const char *where) {
   uint64_t whole_fp = 0, fp = 0;
   cr_assert_eq(rs_plan_fingerprint(h->plan, &whole_fp), RS_OK, "%s", where);
@@ -257,8 +261,12 @@ static void check_parts(const rh *h, const char *where) {
     rs_plan *part = NULL;
     cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_PART, r), RS_OK,
                  "%s", where);
+    cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_BOXES, r % 2 == 0),
+                 RS_OK, "%s", where);
     rs_status st = rs_plan_create(h->lay[0], h->lay[1], &part);
     cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_PART, -1), RS_OK,
+                 "%s", where);
+    cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_BOXES, 1), RS_OK,
                  "%s", where);
     cr_assert_eq(st, RS_OK, "%s: the part of rank %d: %s", where, r,
                  rs_context_last_error(h->ctx));
@@ -283,6 +291,24 @@ static void check_parts(const rh *h, const char *where) {
                    "%s: a part executed in process", where);
     rs_plan_destroy(part);
   }
+}
+
+/* RS_PARAM_PLAN_BOXES = 0: the same plan, without its moves' boxes. */
+static void check_without_boxes(const rh *h, const char *where) {
+  rs_plan *bare = NULL;
+  cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_BOXES, 0), RS_OK,
+               "%s", where);
+  rs_status st = rs_plan_create(h->lay[0], h->lay[1], &bare);
+  cr_assert_eq(rs_context_set_param(h->ctx, RS_PARAM_PLAN_BOXES, 1), RS_OK,
+               "%s", where);
+  cr_assert_eq(st, RS_OK, "%s: without boxes: %s", where,
+               rs_context_last_error(h->ctx));
+  char why[256];
+  cr_assert(rt_same_plan_without_boxes(h->plan, bare, h->world, why,
+                                       sizeof why),
+            "%s: without boxes: %s", where, why);
+  cr_assert_eq(rs_plan_execute(bare), RS_ERR_UNSUPPORTED, "%s", where);
+  rs_plan_destroy(bare);
 }
 
 static void run_case(uint64_t seed, int index, bool large) {
@@ -345,6 +371,7 @@ static void run_case(uint64_t seed, int index, bool large) {
   check_move_order(&h, where);
   check_self_plan(&h, where);
   if (index % 4 == 0) check_parts(&h, where);
+  if (index % 4 == 2) check_without_boxes(&h, where);
   /* What the executor really allocated is what the plan said, and within
    * the setting. */
   for (int rank = 0; rank < world; rank++) {

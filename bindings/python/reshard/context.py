@@ -35,6 +35,7 @@ class Param(enum.IntEnum):
     TIMEOUT_MS = 200
     INTEGRITY = 201
     PLAN_PART = 300
+    PLAN_BOXES = 301
 
 
 def _param(p: Union[Param, int, str]) -> int:
@@ -298,6 +299,17 @@ class Context(_Handle):
     @plan_part.setter
     def plan_part(self, rank: int) -> None:
         self.set_param(Param.PLAN_PART, rank)
+
+    @property
+    def plan_boxes(self) -> bool:
+        """Plans made afterwards keep every move's box (True, the default)
+        or none (False: a plan to inspect and price, not to run; its
+        ``move_box`` and ``execute`` raise)."""
+        return bool(self.get_param(Param.PLAN_BOXES))
+
+    @plan_boxes.setter
+    def plan_boxes(self, value: bool) -> None:
+        self.set_param(Param.PLAN_BOXES, 1 if value else 0)
 
     # ---- what is made from it ---------------------------------------------------
 

@@ -170,6 +170,33 @@ def test_plan_part(ctx):
     assert ei.value.status == Status.BAD_PARAM
 
 
+def test_plan_without_boxes(ctx):
+    """A plan made without boxes: the same moves, figures and fingerprint,
+    no box in its moves, and it does not run."""
+    src = ctx.layout().add_tensor("w", "f32", (4, 6)).add_dtensor(
+        "w", mesh_shape=(2,), mesh_ranks=[0, 1], placements=[Shard(0)])
+    dst = ctx.layout().add_tensor("w", "f32", (4, 6)).add_dtensor(
+        "w", mesh_shape=(2,), mesh_ranks=[2, 3], placements=[Replicate()])
+    assert ctx.plan_boxes is True
+    with ctx.plan(src, dst) as whole:
+        ctx.plan_boxes = False
+        assert ctx.get_param("plan_boxes") == 0
+        with ctx.plan(src, dst) as bare:
+            assert bare.to_json()["boxes"] is False
+            assert whole.to_json()["boxes"] is True
+            assert bare.moves == [
+                {k: v for k, v in m.items() if k not in ("offset", "extent")}
+                for m in whole.moves]
+            assert bare.stats() == whole.stats()
+            assert bare.fingerprint == whole.fingerprint
+            with pytest.raises(reshard.UnsupportedError):
+                bare.execute()
+        ctx.plan_boxes = True
+    with pytest.raises(reshard.ArgumentError) as ei:
+        ctx.set_param("plan_boxes", 2)
+    assert ei.value.status == Status.BAD_PARAM
+
+
 def test_context_settings(ctx):
     assert ctx.world_size == 4 and ctx.rank is None
     assert ctx.ranks == [0, 1, 2, 3]
