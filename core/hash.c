@@ -10,6 +10,7 @@
 #define RSI_HAVE_GETRANDOM 1
 #endif
 #endif
+#include <string.h>
 #include <time.h>
 
 uint64_t rsi_fnv1a64_update(uint64_t h, const void *data, size_t n) {
@@ -20,6 +21,18 @@ uint64_t rsi_fnv1a64_update(uint64_t h, const void *data, size_t n) {
 
 uint64_t rsi_fnv1a64(const void *data, size_t n) {
   return rsi_fnv1a64_update(RSI_FNV1A64_BASIS, data, n);
+}
+
+uint64_t rsi_words_hash_update(uint64_t h, const void *data, size_t n) {
+  const unsigned char *b = data;
+  size_t whole = n - n % 8;
+  for (size_t i = 0; i < whole; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, sizeof w);
+    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 32;
+  }
+  return rsi_fnv1a64_update(h, b + whole, n - whole);
 }
 
 /* ---- SipHash-2-4 ---------------------------------------------------------- */

@@ -1900,12 +1900,15 @@ static void fingerprint(rs_plan *plan) {
     h = basis;
     for (int64_t i = 0; i < side->nshards; i++) {
       const rsi_shard *sh = &side->shards[i];
-      int32_t head[3] = {sh->tensor, sh->rank, sh->buffer};
-      h = rsi_fnv1a64_update(h, head, sizeof head);
-      h = rsi_fnv1a64_update(h, &sh->byte_offset, sizeof sh->byte_offset);
+      uint64_t head[3] = {(uint64_t)(uint32_t)sh->tensor << 32 |
+                              (uint32_t)sh->rank,
+                          (uint64_t)(uint32_t)sh->buffer,
+                          (uint64_t)sh->byte_offset};
+      h = rsi_words_hash_update(h, head, sizeof head);
     }
     plan->section_hash[s == RS_SIDE_SRC ? HASH_SRC : HASH_DST] =
-        rsi_fnv1a64_update(h, side->pool.v, (size_t)side->pool.n * sizeof *side->pool.v);
+        rsi_words_hash_update(h, side->pool.v,
+                              (size_t)side->pool.n * sizeof *side->pool.v);
   }
   h = rsi_fnv1a64_update(basis, &plan->world_size, sizeof plan->world_size);
   h = rsi_fnv1a64_update(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);

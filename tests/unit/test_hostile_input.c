@@ -200,6 +200,35 @@ Test(hash, known_answers) {
                rsi_fnv1a64("foobar", 6));
 }
 
+/* The words' sum of a plan's fingerprint sees every bit of a 67-byte
+ * array (eight words and a tail), and two bits flipped at once, at any
+ * distance, never cancel. */
+Test(hash, words_hash_sees_every_bit) {
+  enum { N = 67 };
+  unsigned char a[N];
+  for (int i = 0; i < N; i++) a[i] = (unsigned char)(i * 37 + 11);
+  const uint64_t h0 = rsi_words_hash_update(RSI_FNV1A64_BASIS, a, N);
+  uint64_t seen[N * 8];
+  for (int bit = 0; bit < N * 8; bit++) {
+    a[bit / 8] ^= (unsigned char)(1u << bit % 8);
+    seen[bit] = rsi_words_hash_update(RSI_FNV1A64_BASIS, a, N);
+    cr_assert_neq(seen[bit], h0, "bit %d flipped, same sum", bit);
+    for (int other = 0; other < bit; other++) {
+      a[other / 8] ^= (unsigned char)(1u << other % 8);
+      cr_assert_neq(rsi_words_hash_update(RSI_FNV1A64_BASIS, a, N), h0,
+                    "bits %d and %d flipped, same sum", other, bit);
+      a[other / 8] ^= (unsigned char)(1u << other % 8);
+    }
+    a[bit / 8] ^= (unsigned char)(1u << bit % 8);
+  }
+  for (int i = 0; i < N * 8; i++)
+    for (int j = 0; j < i; j++)
+      cr_assert_neq(seen[i], seen[j], "bits %d and %d give the same sum", j,
+                    i);
+  cr_assert_eq(rsi_words_hash_update(RSI_FNV1A64_BASIS, a, 3),
+               rsi_fnv1a64(a, 3), "a tail alone is FNV-1a's");
+}
+
 /* =============================================================== pieces === */
 
 enum { N_PIECES = 1024, PIECE_TENSORS = 8 };
