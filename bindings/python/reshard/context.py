@@ -303,8 +303,9 @@ class Context(_Handle):
     @property
     def plan_boxes(self) -> bool:
         """Plans made afterwards keep every move's box (True, the default)
-        or none (False: a plan to inspect and price, not to run; its
-        ``move_box`` and ``execute`` raise)."""
+        or none (False: a plan to inspect and price, not to run, in a
+        fifth less memory; its moves have no "offset" and "extent", and
+        ``execute`` raises :class:`reshard.UnsupportedError`)."""
         return bool(self.get_param(Param.PLAN_BOXES))
 
     @plan_boxes.setter
