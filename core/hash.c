@@ -32,6 +32,7 @@ uint64_t rsi_words_hash_update(uint64_t h, const void *data, size_t n) {
     h = (h ^ w) * 0x9E3779B97F4A7C15ull;
     h ^= h >> 32;
   }
+  if (whole == n) return h; /* no tail (data may be NULL when n is 0) */
   return rsi_fnv1a64_update(h, b + whole, n - whole);
 }
 

@@ -312,34 +312,41 @@ static inline bool rt_same_moves_of(const rs_plan *whole, const rs_plan *part,
  * "offset" and "extent". Owned by the caller (free); NULL if it is no
  * plan's JSON. */
 static inline char *rt_json_without_boxes(const char *json) {
-  char *out = malloc(strlen(json) + 2); /* "true" becomes "false" */
-  if (!out) return NULL;
+  /* one pass with lengths known, no str* call on the rest of the text:
+   * those are linear each under ASan's strict_string_checks */
   static const char on[] = "\"boxes\":true", off[] = "\"boxes\":false";
-  const char *flag = strstr(json, on);
-  if (!flag) {
-    free(out);
-    return NULL;
-  }
-  size_t n = 0;
-  for (const char *s = json; *s;) {
-    if (s == flag) {
+  static const char offset[] = "\"offset\":[", extent[] = "],\"extent\":[";
+  size_t len = strlen(json), n = 0;
+  char *out = malloc(len + 2); /* "true" becomes "false" */
+  if (!out) return NULL;
+  bool flag = false, bad = false;
+  for (size_t i = 0; i < len && !bad;) {
+    size_t left = len - i;
+    if (!flag && left >= sizeof on - 1 && !memcmp(json + i, on, sizeof on - 1)) {
       memcpy(out + n, off, sizeof off - 1);
       n += sizeof off - 1;
-      s += sizeof on - 1;
+      i += sizeof on - 1;
+      flag = true;
       continue;
     }
     /* a move's box: "offset":[...],"extent":[...], (plain integers) */
-    if (!strncmp(s, "\"offset\":[", 10)) {
-      const char *e = strstr(s, "],\"extent\":[");
-      const char *end = e ? strstr(e + 12, "],") : NULL;
-      if (!end) {
-        free(out);
-        return NULL;
-      }
-      s = end + 2;
+    if (left >= sizeof offset - 1 &&
+        !memcmp(json + i, offset, sizeof offset - 1)) {
+      size_t j = i + sizeof offset - 1;
+      while (j < len && json[j] != ']') j++;
+      bad = len - j < sizeof extent - 1 ||
+            memcmp(json + j, extent, sizeof extent - 1);
+      j += sizeof extent - 1;
+      while (!bad && j < len && json[j] != ']') j++;
+      bad = bad || len - j < 2 || json[j + 1] != ',';
+      i = j + 2;
       continue;
     }
-    out[n++] = *s++;
+    out[n++] = json[i++];
+  }
+  if (bad || !flag) {
+    free(out);
+    return NULL;
   }
   out[n] = 0;
   return out;

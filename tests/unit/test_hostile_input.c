@@ -227,6 +227,8 @@ Test(hash, words_hash_sees_every_bit) {
                     i);
   cr_assert_eq(rsi_words_hash_update(RSI_FNV1A64_BASIS, a, 3),
                rsi_fnv1a64(a, 3), "a tail alone is FNV-1a's");
+  cr_assert_eq(rsi_words_hash_update(12345, NULL, 0), 12345,
+               "nothing (an empty pool) leaves the sum");
 }
 
 /* =============================================================== pieces === */
