@@ -31,11 +31,16 @@
 #include "radix_sort.h"
 
 /* A shard in sweep order: by (rank, buffer, byte offset), then index.
- * Ranks, buffers and offsets are >= 0 (rs_layout_add_shard), so the
- * unsigned radix order of (hi, lo) is theirs, and the sort's stability
- * keeps equal offsets in index order. */
+ * Ranks, buffers (below RS_MAX_BUFFERS) and offsets are >= 0
+ * (rs_layout_add_shard), so the unsigned radix order of (hi, lo) is
+ * theirs, and the sort's stability keeps equal offsets in index order.
+ * The rank and buffer lie side by side, so that the sort passes over
+ * their bits only. */
+#define BUFFER_BITS 16
+_Static_assert(RS_MAX_BUFFERS <= 1 << BUFFER_BITS, "a buffer index fits");
 static rsi_keyed write_key(const rsi_shard *s, int64_t index) {
-  return (rsi_keyed){(uint64_t)(uint32_t)s->rank << 32 | (uint32_t)s->buffer,
+  return (rsi_keyed){(uint64_t)(uint32_t)s->rank << BUFFER_BITS |
+                         (uint32_t)s->buffer,
                      (uint64_t)s->byte_offset, (uint64_t)index};
 }
 

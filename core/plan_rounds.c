@@ -132,21 +132,22 @@ static int32_t first_fit(const rank_rounds *q, const int32_t *touched, int nt,
  * are touched once (a fresh page costs more here than the sorts
  * themselves): first the units' keys and their sort's scratch, then the
  * order of the units and their rounds; then the moves' keys and scratch,
- * the order of the moves behind the place the sorted moves take, and the
- * sorted moves from its head. */
+ * the order of the moves in the last eighth of the block, and the sorted
+ * moves from its head (see make_messages: they only ever overwrite the
+ * order where it was read already). 48 bytes a move. */
+#define BLOCK_PER_MOVE (2 * sizeof(rsi_keyed))
+_Static_assert(sizeof(rsi_move) <= BLOCK_PER_MOVE &&
+                   BLOCK_PER_MOVE - sizeof(int64_t) >= sizeof(rsi_keyed),
+               "the sorted moves and the order share the block");
+
 typedef struct sched_block {
   char *v;
-  size_t move_head; /* bytes a move takes at the head: sorted, or keys */
 } sched_block;
 
 static rs_status block_alloc(sched_block *b, int64_t nmoves, int64_t nunits,
                              rsi_err *err) {
-  b->move_head = 2 * sizeof(rsi_keyed) > sizeof(rsi_move)
-                     ? 2 * sizeof(rsi_keyed)
-                     : sizeof(rsi_move);
-  size_t for_moves = (size_t)nmoves * (b->move_head + sizeof(int64_t));
-  size_t for_units = (size_t)nunits * 2 * sizeof(rsi_keyed);
-  b->v = malloc((for_moves > for_units ? for_moves : for_units) | 1);
+  int64_t n = nmoves > nunits ? nmoves : nunits; /* a unit's keys: 48 B */
+  b->v = malloc((size_t)n * BLOCK_PER_MOVE | 1);
   return b->v ? RS_OK : RSI_NOMEM(err);
 }
 
@@ -160,6 +161,8 @@ static rs_status wave_order(const rs_plan *plan, const rsi_units *units,
   rsi_keyed *keys = (rsi_keyed *)b->v;
   int64_t *sent = calloc((size_t)plan->world_size, sizeof *sent);
   if (!sent) return RSI_NOMEM(err);
+  int rank_bits = rsi_bits_for((uint64_t)plan->world_size - 1);
+  uint64_t last_wave = 0, deepest = 0;
   for (int64_t u = 0; u < nunits; u++) {
     int64_t begin = u ? units->end[u - 1] : 0;
     const rsi_move *first = &plan->moves[begin];
@@ -170,13 +173,22 @@ static rs_status wave_order(const rs_plan *plan, const rsi_units *units,
     int64_t after = units->after[u];
     if (after >= 0 && keys[after].hi > wave) wave = keys[after].hi;
     /* plan order breaks ties: the sort is stable */
+    uint64_t depth = (uint32_t)units->depth[u];
     keys[u] = (rsi_keyed){wave,
-                          (uint64_t)(uint32_t)units->depth[u] << 32 |
-                              (uint32_t)first->src_rank,
+                          depth << rank_bits | (uint32_t)first->src_rank,
                           (uint64_t)u};
+    if (wave > last_wave) last_wave = wave;
+    if (depth > deepest) deepest = depth;
     sent[first->src_rank] += bytes;
   }
   free(sent);
+  /* the wave beside the depth and sender in one word, where it fits: the
+   * sort passes over their bits only */
+  int low_bits = rsi_bits_for(deepest) + rank_bits;
+  if (last_wave && rsi_bits_for(last_wave) + low_bits <= 64)
+    for (int64_t u = 0; u < nunits; u++)
+      keys[u] = (rsi_keyed){0, keys[u].hi << low_bits | keys[u].lo,
+                            keys[u].value};
   rsi_radix_sort(keys, keys + nunits, nunits);
   /* order[k] lies at or before keys[k]: written after it is read */
   int64_t *order = (int64_t *)keys;
@@ -271,22 +283,35 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
 static rs_status make_messages(rs_plan *plan, sched_block *blk, rsi_err *err) {
   int64_t n = plan->nmoves;
   rsi_keyed *keys = (rsi_keyed *)blk->v;
+  /* round, stage, sender and receiver side by side, in one word where
+   * they fit: the sort passes over their bits only */
+  int rank_bits = rsi_bits_for((uint64_t)plan->world_size - 1);
+  bool one_word =
+      rsi_bits_for((uint64_t)plan->nrounds) + 1 + 2 * rank_bits <= 64;
   for (int64_t i = 0; i < n; i++) {
     const rsi_move *m = &plan->moves[i];
-    keys[i] = (rsi_keyed){(uint64_t)(uint32_t)m->round << 1 | m->stage,
-                          (uint64_t)(uint32_t)m->src_rank << 32 |
-                              (uint32_t)m->dst_rank,
-                          (uint64_t)i}; /* plan order: the sort is stable */
+    uint64_t when = (uint64_t)(uint32_t)m->round << 1 | m->stage;
+    uint64_t ends = (uint64_t)(uint32_t)m->src_rank << rank_bits |
+                    (uint32_t)m->dst_rank;
+    /* plan order breaks ties: the sort is stable */
+    keys[i] = one_word ? (rsi_keyed){0, when << 2 * rank_bits | ends,
+                                     (uint64_t)i}
+                       : (rsi_keyed){when, ends, (uint64_t)i};
   }
   rsi_radix_sort(keys, keys + n, n);
   /* Gather the moves in that order: independent reads, which the memory
    * system overlaps (following the permutation's cycles in place was a
-   * chain of dependent misses, a third of planning time). */
-  int64_t *order = (int64_t *)(blk->v + (size_t)n * blk->move_head);
+   * chain of dependent misses, a third of planning time).
+   * The order lies past the sorted keys, in what was the sort's scratch;
+   * sorted[i] ends at byte 48 (i + 1) at most, below order[j] for every
+   * j > i (at byte 40 n + 8 j), so it only covers entries already read. */
+  int64_t *order =
+      (int64_t *)(blk->v + (size_t)n * (BLOCK_PER_MOVE - sizeof *order));
   for (int64_t i = 0; i < n; i++) order[i] = (int64_t)keys[i].value;
   rsi_move *sorted = (rsi_move *)blk->v, *old = plan->moves;
   for (int64_t i = 0; i < n; i++) sorted[i] = old[order[i]];
-  /* shrinking gives the order's pages back; it cannot fail to keep them */
+  /* the block becomes the moves (a move may take less than its share of
+   * the block); shrinking cannot fail to keep them */
   rsi_move *fit = realloc(blk->v, (size_t)n * sizeof *sorted | 1);
   plan->moves = fit ? fit : sorted;
   plan->cap_moves = n;

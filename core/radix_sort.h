@@ -12,11 +12,17 @@ typedef struct rsi_keyed {
 } rsi_keyed;
 
 /* Sort v[0..n) by (hi, lo), stably (equal keys keep their order), by
- * least-significant-digit radix passes over the key bytes that differ
- * between records only (every byte's counts come from one read of v).
+ * least-significant-digit radix passes of up to 9 bits over the key bits
+ * that differ between records only: a key whose varying fields are packed
+ * side by side in one word costs the fewest passes.
  * scratch: n records that do not overlap v; the
  * caller owns it, so that a caller short of fresh memory can lend a part
  * of a block it will use next (plan_rounds.c). */
 void rsi_radix_sort(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
+
+/* The bits x takes (0 for 0): the width of a key field that holds 0..x. */
+static inline int rsi_bits_for(uint64_t x) {
+  return x ? 64 - __builtin_clzll(x) : 0;
+}
 
 #endif

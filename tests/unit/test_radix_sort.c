@@ -78,3 +78,13 @@ Test(radix_sort, differences_in_scattered_bytes) {
   check(20000, 0xffffffffull << 1 | 1, 0xffffffffull << 32 | 0xffffffffull,
         11); /* the schedule's shapes: round << 1 | stage; src << 32 | dst */
 }
+
+Test(radix_sort, digits_wider_than_a_byte) {
+  /* runs of varying bits longer than a digit, and digits that start near
+   * the top of a word (they read zeros past bit 63) */
+  check(20000, 0xfffffull << 20, 0x1fffffull, 12);
+  check(20000, 0x7ffull << 53, 0x3ull << 62, 13);
+  check(20000, 0x1ull << 63, 0xfffull << 52 | 0x1, 14);
+  /* the schedule's packed keys: round, stage, src, dst side by side */
+  check(50000, 0, (1ull << 42) - 1, 15);
+}
