@@ -130,7 +130,8 @@ static int32_t first_fit(const rank_rounds *q, const int32_t *touched, int nt,
 
 /* The scratch of scheduling, one block for every step, so that its pages
  * are touched once (a fresh page costs more here than the sorts
- * themselves): first the units' keys and their sort's scratch, then the
+ * themselves): first the units' keys (and their sort's scratch, where a
+ * unit's key and index do not fit in one word: see wave_order), then the
  * order of the units and their rounds; then the moves' keys and scratch,
  * the order of the moves in the last eighth of the block, and the sorted
  * moves from its head (see make_messages: they only ever overwrite the
@@ -182,16 +183,27 @@ static rs_status wave_order(const rs_plan *plan, const rsi_units *units,
     sent[first->src_rank] += bytes;
   }
   free(sent);
-  /* the wave beside the depth and sender in one word, where it fits: the
-   * sort passes over their bits only */
+  /* The wave beside the depth and sender, so that the sort passes over
+   * their bits only; and where the unit's index fits below them, one word
+   * a unit, sorted in the first 16 bytes a unit of the block (the keys'
+   * first third, read already) instead of 48. */
   int low_bits = rsi_bits_for(deepest) + rank_bits;
-  if (last_wave && rsi_bits_for(last_wave) + low_bits <= 64)
-    for (int64_t u = 0; u < nunits; u++)
-      keys[u] = (rsi_keyed){0, keys[u].hi << low_bits | keys[u].lo,
-                            keys[u].value};
+  int unit_bits = rsi_bits_for((uint64_t)nunits - 1);
+  int64_t *order = (int64_t *)keys;
+  if (rsi_bits_for(last_wave) + low_bits + unit_bits <= 64) {
+    /* words[u] lies at or before keys[u]: written after it is read */
+    uint64_t *words = (uint64_t *)keys;
+    for (int64_t u = 0; u < nunits; u++) {
+      uint64_t key = keys[u].hi << low_bits | keys[u].lo;
+      words[u] = key << unit_bits | (uint64_t)u;
+    }
+    rsi_radix_sort_words(words, words + nunits, nunits, unit_bits);
+    uint64_t index = (UINT64_C(1) << unit_bits) - 1;
+    for (int64_t k = 0; k < nunits; k++) order[k] = (int64_t)(words[k] & index);
+    return RS_OK;
+  }
   rsi_radix_sort(keys, keys + nunits, nunits);
   /* order[k] lies at or before keys[k]: written after it is read */
-  int64_t *order = (int64_t *)keys;
   for (int64_t k = 0; k < nunits; k++) order[k] = (int64_t)keys[k].value;
   return RS_OK;
 }

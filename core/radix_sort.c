@@ -10,6 +10,7 @@
  * 0.66-0.98x. */
 #define DIGIT_BITS 9
 #define DIGIT_VALUES (1 << DIGIT_BITS)
+#define MAX_DIGITS (2 * (64 / DIGIT_BITS + 1))
 
 /* A digit: bits [shift, shift + DIGIT_BITS) of word `word` (0: lo, 1: hi);
  * past bit 63 it reads zeros. */
@@ -17,33 +18,58 @@ typedef struct digit {
   int word, shift;
 } digit;
 
-static inline uint64_t digit_of(const rsi_keyed *k, digit d) {
+static inline uint64_t keyed_digit(const rsi_keyed *k, digit d) {
   return ((d.word ? k->hi : k->lo) >> d.shift) & (DIGIT_VALUES - 1);
 }
 
-/* The digits that cover every bit that differs between records, least
- * significant first; each starts at a differing bit, so none is the same
+static inline uint64_t word_digit(const uint64_t *k, digit d) {
+  return (*k >> d.shift) & (DIGIT_VALUES - 1);
+}
+
+/* Add the digits that cover every bit of `vary` (of word `word`), least
+ * significant first; each starts at a varying bit, so none is the same
  * for every record (a pass over it would order nothing). */
-static int digits_of(uint64_t vary_lo, uint64_t vary_hi, digit *d) {
-  int n = 0;
-  for (int w = 0; w < 2; w++) {
-    uint64_t vary = w ? vary_hi : vary_lo;
-    while (vary) {
-      int shift = __builtin_ctzll(vary);
-      d[n++] = (digit){w, shift};
-      vary = shift + DIGIT_BITS >= 64
-                 ? 0
-                 : vary & ~((UINT64_C(1) << (shift + DIGIT_BITS)) - 1);
-    }
+static int add_digits(uint64_t vary, int word, digit *d, int n) {
+  while (vary) {
+    int shift = __builtin_ctzll(vary);
+    d[n++] = (digit){word, shift};
+    vary = shift + DIGIT_BITS >= 64
+               ? 0
+               : vary & ~((UINT64_C(1) << (shift + DIGIT_BITS)) - 1);
   }
   return n;
 }
 
-static void count_digit(const rsi_keyed *v, int64_t n, digit d,
-                        int64_t *count) {
-  memset(count, 0, DIGIT_VALUES * sizeof *count);
-  for (int64_t i = 0; i < n; i++) count[digit_of(&v[i], d)]++;
-}
+/* The passes over digits d[0 .. nd) of records of type T, read with
+ * DIGIT_OF; the sorted records end in v. A pass counts the next digit as
+ * it reads the records (counting every digit in its own read cost a read
+ * a digit). */
+#define RADIX_PASSES(T, DIGIT_OF, v, tmp, n, d, nd)                        \
+  do {                                                                     \
+    int64_t count[2][DIGIT_VALUES];                                        \
+    memset(count[0], 0, sizeof count[0]);                                  \
+    for (int64_t i = 0; i < (n); i++) count[0][DIGIT_OF(&(v)[i], (d)[0])]++; \
+    T *from = (v), *to = (tmp);                                            \
+    for (int k = 0; k < (nd); k++) {                                       \
+      int64_t *at = count[k & 1], *next = count[(k + 1) & 1], sum = 0;     \
+      for (int b = 0; b < DIGIT_VALUES; b++) {                             \
+        int64_t c = at[b];                                                 \
+        at[b] = sum;                                                       \
+        sum += c;                                                          \
+      }                                                                    \
+      bool more = k + 1 < (nd);                                            \
+      if (more) memset(next, 0, sizeof count[0]);                          \
+      for (int64_t i = 0; i < (n); i++) {                                  \
+        T r = from[i];                                                     \
+        to[at[DIGIT_OF(&r, (d)[k])]++] = r;                                \
+        if (more) next[DIGIT_OF(&r, (d)[k + 1])]++;                        \
+      }                                                                    \
+      T *t = from;                                                         \
+      from = to;                                                           \
+      to = t;                                                              \
+    }                                                                      \
+    if (from != (v)) memcpy((v), from, (size_t)(n) * sizeof *(v));        \
+  } while (0)
 
 void rsi_radix_sort(rsi_keyed *v, rsi_keyed *tmp, int64_t n) {
   if (n < 2) return;
@@ -52,32 +78,18 @@ void rsi_radix_sort(rsi_keyed *v, rsi_keyed *tmp, int64_t n) {
     vary_lo |= v[i].lo ^ v[0].lo;
     vary_hi |= v[i].hi ^ v[0].hi;
   }
-  digit d[2 * (64 / DIGIT_BITS + 1)];
-  int nd = digits_of(vary_lo, vary_hi, d);
-  if (!nd) return; /* every key the same: already in order */
-  /* a pass's counts, and the next digit's, counted as the pass reads the
-   * records (counting every digit in its own read cost a read a digit) */
-  int64_t count[2][DIGIT_VALUES];
-  count_digit(v, n, d[0], count[0]);
-  rsi_keyed *from = v, *to = tmp;
-  for (int k = 0; k < nd; k++) {
-    int64_t *at = count[k & 1], *next = count[(k + 1) & 1];
-    int64_t sum = 0;
-    for (int b = 0; b < DIGIT_VALUES; b++) {
-      int64_t c = at[b];
-      at[b] = sum;
-      sum += c;
-    }
-    bool more = k + 1 < nd;
-    if (more) memset(next, 0, DIGIT_VALUES * sizeof *next);
-    for (int64_t i = 0; i < n; i++) {
-      rsi_keyed r = from[i];
-      to[at[digit_of(&r, d[k])]++] = r;
-      if (more) next[digit_of(&r, d[k + 1])]++;
-    }
-    rsi_keyed *t = from;
-    from = to;
-    to = t;
-  }
-  if (from != v) memcpy(v, from, (size_t)n * sizeof *v);
+  digit d[MAX_DIGITS];
+  int nd = add_digits(vary_hi, 1, d, add_digits(vary_lo, 0, d, 0));
+  if (nd) RADIX_PASSES(rsi_keyed, keyed_digit, v, tmp, n, d, nd);
+}
+
+void rsi_radix_sort_words(uint64_t *v, uint64_t *tmp, int64_t n,
+                          int low_bits) {
+  if (n < 2 || low_bits >= 64) return;
+  uint64_t vary = 0;
+  for (int64_t i = 1; i < n; i++) vary |= v[i] ^ v[0];
+  vary &= ~((UINT64_C(1) << low_bits) - 1);
+  digit d[MAX_DIGITS];
+  int nd = add_digits(vary, 0, d, 0);
+  if (nd) RADIX_PASSES(uint64_t, word_digit, v, tmp, n, d, nd);
 }

@@ -20,6 +20,13 @@ typedef struct rsi_keyed {
  * of a block it will use next (plan_rounds.c). */
 void rsi_radix_sort(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
 
+/* Sort the words v[0..n) by their bits from bit `low_bits` up, stably;
+ * the low bits are left out of the order, and free to say what a word
+ * stands for. 8 bytes a record where rsi_radix_sort takes 24. scratch:
+ * n words that do not overlap v. */
+void rsi_radix_sort_words(uint64_t *v, uint64_t *scratch, int64_t n,
+                          int low_bits);
+
 /* The bits x takes (0 for 0): the width of a key field that holds 0..x. */
 static inline int rsi_bits_for(uint64_t x) {
   return x ? 64 - __builtin_clzll(x) : 0;

@@ -16,6 +16,7 @@ void rsi_replica_sets_free(rsi_replica_sets *s) {
   free(s->ranks);
   free(s->sent);
   free(s->table);
+  free(s->tree);
   memset(s, 0, sizeof *s);
 }
 
@@ -59,32 +60,45 @@ rs_status rsi_replica_sets_find(rsi_replica_sets *s, const int32_t *ranks,
     *id = *at;
     return RS_OK;
   }
-  int64_t nr = s->nranks + n;
+  int64_t nr = s->nranks + n, leaves = 1;
+  while (leaves < n) leaves *= 2;
   RSI_TRY(rsi_grow((void **)&s->sets, &s->cap_sets, s->count + 1,
                    sizeof *s->sets, 64, err));
   RSI_TRY(rsi_grow((void **)&s->ranks, &s->cap_ranks, nr, sizeof *s->ranks,
                    256, err));
   RSI_TRY(rsi_grow((void **)&s->sent, &s->cap_sent, nr, sizeof *s->sent, 256,
                    err));
+  RSI_TRY(rsi_grow((void **)&s->tree, &s->cap_tree, s->ntree + 2 * leaves,
+                   sizeof *s->tree, 256, err));
   int64_t i = s->count++;
-  s->sets[i] = (struct rsi_replica_set){s->nranks, n, h};
+  s->sets[i] = (struct rsi_replica_set){s->nranks, n, h, s->ntree, leaves};
   memcpy(s->ranks + s->nranks, ranks, (size_t)n * sizeof *ranks);
   memset(s->sent + s->nranks, 0, (size_t)n * sizeof *s->sent);
   s->nranks = nr;
+  /* nothing sent yet: every node holds its first leaf's place */
+  int32_t *tree = s->tree + s->ntree;
+  s->ntree += 2 * leaves;
+  for (int64_t k = 0; k < leaves; k++)
+    tree[leaves + k] = k < n ? (int32_t)k : -1;
+  for (int64_t k = leaves - 1; k >= 1; k--) tree[k] = tree[2 * k];
   *at = i;
   *id = i;
   return RS_OK;
 }
 
 int64_t rsi_replica_sets_least_sent(const rsi_replica_sets *s, int64_t id) {
-  const int64_t *sent = s->sent + s->sets[id].first;
-  int64_t best = 0;
-  for (int64_t i = 1; i < s->sets[id].n; i++)
-    if (sent[i] < sent[best]) best = i;
-  return best;
+  return s->tree[s->sets[id].tree_first + 1];
 }
 
 void rsi_replica_sets_add(rsi_replica_sets *s, int64_t id, int64_t at,
                           int64_t bytes) {
-  s->sent[s->sets[id].first + at] += bytes;
+  const struct rsi_replica_set *e = &s->sets[id];
+  const int64_t *sent = s->sent + e->first;
+  int32_t *tree = s->tree + e->tree_first;
+  s->sent[e->first + at] += bytes;
+  for (int64_t k = (e->leaves + at) / 2; k >= 1; k /= 2) {
+    int32_t a = tree[2 * k], b = tree[2 * k + 1];
+    /* a's leaves come before b's: a wins a tie */
+    tree[k] = b < 0 || sent[a] <= sent[b] ? a : b;
+  }
 }

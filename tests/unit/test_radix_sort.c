@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t next(uint64_t *s) { /* splitmix64 */
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -87,4 +88,42 @@ Test(radix_sort, digits_wider_than_a_byte) {
   check(20000, 0x1ull << 63, 0xfffull << 52 | 0x1, 14);
   /* the schedule's packed keys: round, stage, src, dst side by side */
   check(50000, 0, (1ull << 42) - 1, 15);
+}
+
+/* The words' sort orders by the bits above `low_bits` only, stably: the
+ * low bits (what a word stands for) keep their input order on ties. */
+static void check_words(int64_t n, uint64_t mask, int low_bits,
+                        uint64_t seed) {
+  rsi_keyed *want = malloc((size_t)n * sizeof *want);
+  uint64_t *v = malloc((size_t)n * 2 * sizeof *v);
+  cr_assert(want && v);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t key = next(&seed) & mask & ~((1ull << low_bits) - 1);
+    uint64_t low = next(&seed) & ((1ull << low_bits) - 1);
+    v[i] = key | low;
+    want[i] = (rsi_keyed){0, key, (uint64_t)i};
+  }
+  qsort(want, (size_t)n, sizeof *want, by_key_then_place);
+  uint64_t *in = malloc((size_t)n * sizeof *in);
+  cr_assert(in);
+  memcpy(in, v, (size_t)n * sizeof *v);
+  rsi_radix_sort_words(v, v + n, n, low_bits);
+  for (int64_t i = 0; i < n; i++)
+    cr_assert_eq(v[i], in[want[i].value],
+                 "n %lld mask %llx low bits %d: word %lld is %llx, want %llx",
+                 (long long)n, (unsigned long long)mask, low_bits,
+                 (long long)i, (unsigned long long)v[i],
+                 (unsigned long long)in[want[i].value]);
+  free(in);
+  free(v);
+  free(want);
+}
+
+Test(radix_sort, words_by_their_high_bits) {
+  check_words(1, ~0ull, 8, 20);
+  check_words(2, ~0ull, 8, 21);
+  check_words(20000, ~0ull, 25, 22);           /* the unit sort's shape */
+  check_words(20000, 0x3ull << 40 | ~0ull >> 40, 24, 23); /* mostly ties */
+  check_words(20000, ~0ull, 0, 24);            /* no bits left out */
+  check_words(20000, 0x1ull << 63 | 0xffffff, 24, 25); /* only the top bit */
 }

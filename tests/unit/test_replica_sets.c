@@ -55,3 +55,37 @@ Test(replica_sets, least_sent_is_counted_per_set_and_ties_go_first) {
   cr_expect_eq(rsi_replica_sets_least_sent(&s, id), 1, "the first set unmoved");
   rsi_replica_sets_free(&s);
 }
+
+/* The least-sent place against reading the whole set, over random adds to
+ * sets of sizes around the powers of two (its tournament's leaves). */
+Test(replica_sets, least_sent_matches_a_scan_of_the_set) {
+  rsi_replica_sets s;
+  rsi_replica_sets_init(&s);
+  rsi_err err = {0};
+  const int sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 100};
+  enum { NSETS = sizeof sizes / sizeof *sizes };
+  int64_t ids[NSETS];
+  int32_t r[100];
+  for (int k = 0; k < NSETS; k++) {
+    for (int i = 0; i < sizes[k]; i++) r[i] = 1000 * k + i;
+    cr_assert_eq(rsi_replica_sets_find(&s, r, sizes[k], &ids[k], &err), RS_OK);
+  }
+  int64_t sent[NSETS][100] = {{0}};
+  uint64_t seed = 42;
+  for (int step = 0; step < 20000; step++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    int k = (int)((seed >> 33) % NSETS);
+    int64_t at = rsi_replica_sets_least_sent(&s, ids[k]), want = 0;
+    for (int i = 1; i < sizes[k]; i++)
+      if (sent[k][i] < sent[k][want]) want = i;
+    cr_assert_eq(at, want, "set of %d, step %d: place %lld, want %lld",
+                 sizes[k], step, (long long)at, (long long)want);
+    /* charge the least or, one time in four, another place; small
+     * amounts, so that ties are common */
+    if ((seed >> 20) % 4 == 0) at = (int64_t)((seed >> 40) % (uint64_t)sizes[k]);
+    int64_t bytes = (int64_t)((seed >> 50) % 3);
+    sent[k][at] += bytes;
+    rsi_replica_sets_add(&s, ids[k], at, bytes);
+  }
+  rsi_replica_sets_free(&s);
+}
