@@ -1755,16 +1755,16 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
 
 /* ---- the plan ------------------------------------------------------------ */
 
-static rs_status copy_side(rs_plan *plan, rsi_side *side, const rs_layout *l,
-                           rsi_err *err) {
+/* The side of layout l: its shards and geometry borrowed (rsi_side), and
+ * the table of every rank's buffers. */
+static rs_status borrow_side(rs_plan *plan, rsi_side *side,
+                             const rs_layout *l, rsi_err *err) {
   side->nshards = l->nshards;
-  side->shards = malloc((size_t)(l->nshards ? l->nshards : 1) * sizeof *side->shards);
+  side->shards = l->shards;
+  side->pool = l->pool;
+  side->borrowed = true;
   side->rank_first = calloc((size_t)plan->world_size + 1, sizeof *side->rank_first);
-  if (!side->shards || !side->rank_first) return RSI_NOMEM(err);
-  if (l->nshards)
-    memcpy(side->shards, l->shards, (size_t)l->nshards * sizeof *l->shards);
-  if (rsi_pool_push(&side->pool, l->pool.v, l->pool.n, err) < 0)
-    return RS_ERR_NO_MEMORY;
+  if (!side->rank_first) return RSI_NOMEM(err);
   /* buffers 0..max of every rank */
   for (int64_t i = 0; i < l->nshards; i++) {
     const rsi_shard *s = &l->shards[i];
@@ -1881,7 +1881,10 @@ static rs_status shards_by_tensor(const rs_layout *l, const int *tensor_map,
 
 enum { HASH_TENSORS, HASH_SRC, HASH_DST, HASH_TOPOLOGY };
 
-static void fingerprint(rs_plan *plan) {
+/* The plan's fingerprint, over its sides while they are borrowed: the
+ * destination's shards hash the plan's number of their tensor,
+ * dst_map[tensor]. */
+static void fingerprint(rs_plan *plan, const int *dst_map) {
   const uint64_t basis = RSI_FNV1A64_BASIS;
   uint64_t h = basis;
   for (int t = 0; t < plan->ntensors; t++) {
@@ -1900,7 +1903,8 @@ static void fingerprint(rs_plan *plan) {
     h = basis;
     for (int64_t i = 0; i < side->nshards; i++) {
       const rsi_shard *sh = &side->shards[i];
-      uint64_t head[3] = {(uint64_t)(uint32_t)sh->tensor << 32 |
+      int tensor = s == RS_SIDE_DST ? dst_map[sh->tensor] : sh->tensor;
+      uint64_t head[3] = {(uint64_t)(uint32_t)tensor << 32 |
                               (uint32_t)sh->rank,
                           (uint64_t)(uint32_t)sh->buffer,
                           (uint64_t)sh->byte_offset};
@@ -1918,14 +1922,47 @@ static void fingerprint(rs_plan *plan) {
   plan->fingerprint = rsi_fnv1a64_update(basis, plan->section_hash, sizeof plan->section_hash);
 }
 
+/* The sides made the plan's own once it is made (rsi_side): copied, the
+ * destination's tensors numbered by dst_map, where the plan keeps boxes
+ * or is to keep a rank's part (plan_part.c cuts the copy); else, a whole
+ * plan that cannot run, emptied. */
+static rs_status own_sides(rs_plan *plan, bool keep, const int *dst_map,
+                           rsi_err *err) {
+  for (int k = 0; k < 2; k++) {
+    rsi_side *side = &plan->side[k];
+    const rsi_shard *shards = side->shards;
+    rsi_pool pool = side->pool;
+    side->shards = NULL;
+    side->pool = (rsi_pool){0};
+    side->borrowed = false;
+    if (!keep) {
+      side->nshards = 0;
+      continue;
+    }
+    side->shards =
+        malloc((size_t)(side->nshards ? side->nshards : 1) * sizeof *shards);
+    if (!side->shards) return RSI_NOMEM(err);
+    if (side->nshards)
+      memcpy(side->shards, shards, (size_t)side->nshards * sizeof *shards);
+    if (k == RS_SIDE_DST)
+      for (int64_t i = 0; i < side->nshards; i++)
+        side->shards[i].tensor = dst_map[side->shards[i].tensor];
+    if (rsi_pool_push(&side->pool, pool.v, pool.n, err) < 0)
+      return RS_ERR_NO_MEMORY;
+  }
+  return RS_OK;
+}
+
 void rsi_plan_destroy(rs_plan *plan) {
   if (!plan) return;
   for (int t = 0; t < plan->ntensors; t++) free(plan->tensors[t].name);
   free(plan->tensors);
   free(plan->conv);
   for (int s = 0; s < 2; s++) {
-    free(plan->side[s].shards);
-    rsi_pool_free(&plan->side[s].pool);
+    if (!plan->side[s].borrowed) {
+      free(plan->side[s].shards);
+      rsi_pool_free(&plan->side[s].pool);
+    }
     free(plan->side[s].rank_first);
     free(plan->side[s].buffers);
   }
@@ -2261,17 +2298,13 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     plan->conv[sc].b1 = to->block[1];
     plan->conv[sc].ue8m0 = plan->conv[t].ue8m0;
   }
-  rs_status st = copy_side(plan, &plan->side[RS_SIDE_SRC], src, err);
-  if (st == RS_OK) st = copy_side(plan, &plan->side[RS_SIDE_DST], dst, err);
-  for (int64_t i = 0; st == RS_OK && i < plan->side[RS_SIDE_DST].nshards; i++)
-    plan->side[RS_SIDE_DST].shards[i].tensor =
-        dst_map[plan->side[RS_SIDE_DST].shards[i].tensor];
+  rs_status st = borrow_side(plan, &plan->side[RS_SIDE_SRC], src, err);
+  if (st == RS_OK) st = borrow_side(plan, &plan->side[RS_SIDE_DST], dst, err);
   int64_t *sfirst = NULL, *sids = NULL, *dfirst = NULL, *dids = NULL;
   if (st == RS_OK)
     st = shards_by_tensor(src, src_map, nt, &sfirst, &sids, err);
   if (st == RS_OK)
     st = shards_by_tensor(dst, dst_map, nt, &dfirst, &dids, err);
-  free(dst_map);
   free(src_map);
   if (st == RS_OK) st = check_plan_size(p, dfirst, dids);
   if (st == RS_OK) st = check_blocks(p, dfirst, dids);
@@ -2330,7 +2363,11 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   free(dids);
   if (st == RS_OK)
     st = rsi_plan_schedule(plan, &p->units, err);
-  if (st == RS_OK) fingerprint(plan);
+  if (st == RS_OK) fingerprint(plan, dst_map);
+  if (st == RS_OK)
+    st = own_sides(plan, plan->keeps_boxes || ctx->plan_part >= 0, dst_map,
+                   err);
+  free(dst_map);
   if (st == RS_OK && ctx->plan_part >= 0)
     st = rsi_plan_keep_part(plan, (int)ctx->plan_part, err);
   return st;

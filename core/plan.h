@@ -76,11 +76,17 @@ typedef struct rsi_rank_stats {
                            or in a local copy */
 } rsi_rank_stats;
 
-/* One side's shards, copied out of its layout. */
+/* One side's shards. While rs_plan_create runs they are its layout's own
+ * arrays (borrowed: the layout cannot change meanwhile), so that the
+ * planning's peak holds them once. Once the plan is made it copies them,
+ * with the destination's tensors numbered as the plan's, where it keeps
+ * boxes or a rank's part (which then keeps that rank's shards only); a
+ * whole plan without boxes, which cannot run, keeps none. */
 typedef struct rsi_side {
   rsi_shard *shards;
   int64_t nshards;
   rsi_pool pool;
+  bool borrowed; /* shards and pool are the layout's: never freed here */
   /* buffers[rank_first[r] .. rank_first[r+1]) are rank r's buffers 0..n-1:
    * bytes its shards need, and what the caller bound. */
   int64_t *rank_first;

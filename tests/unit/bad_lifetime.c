@@ -39,6 +39,50 @@ Test(after_context_destroy, plan_executes) {
   rs_plan_destroy(plan);
 }
 
+/* A plan reads its layouts' shards while it is made, and keeps its own
+ * copy: layouts that grow afterwards (their arrays move) change nothing
+ * in it, for the whole plan and for a rank's part. */
+static void grow_layouts(rs_layout *s, rs_layout *d) {
+  cr_assert_eq(rs_layout_add_tensor(s, "later", RS_DTYPE_F32, 2, I64(512, 4)),
+               RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(d, "later", RS_DTYPE_F32, 2, I64(512, 4)),
+               RS_OK);
+  for (int64_t row = 0; row < 512; row++) {
+    cr_assert_eq(rs_layout_add_shard(s, "later", 0, I64(row, 0), I64(1, 4), 1,
+                                     row * 16, NULL), RS_OK);
+    cr_assert_eq(rs_layout_add_shard(d, "later", 3, I64(row, 0), I64(1, 4), 1,
+                                     row * 16, NULL), RS_OK);
+  }
+}
+
+Test(after_context_destroy, plan_unchanged_by_layouts_that_grow) {
+  for (int part = -1; part <= 0; part++) {
+    rs_context *ctx = NULL;
+    rs_layout *s = NULL, *d = NULL;
+    rs_plan *plan = NULL, *again = NULL;
+    cr_assert_eq(rs_context_create_local(4, &ctx), RS_OK);
+    cr_assert_eq(rs_context_set_param(ctx, RS_PARAM_PLAN_PART, part), RS_OK);
+    rt_bad_build(ctx, &s, &d, &plan);
+    uint64_t before = 0, after = 0;
+    cr_assert_eq(rs_plan_fingerprint(plan, &before), RS_OK);
+    grow_layouts(s, d);
+    cr_assert_eq(rs_plan_fingerprint(plan, &after), RS_OK);
+    cr_expect_eq(after, before);
+    if (part < 0) execute_and_check(plan, 13);
+    /* the grown layouts plan anew, and their plan is another */
+    cr_assert_eq(rs_plan_create(s, d, &again), RS_OK, "%s",
+                 rs_context_last_error(ctx));
+    cr_assert_eq(rs_plan_fingerprint(again, &after), RS_OK);
+    cr_expect_neq(after, before);
+    rs_plan_destroy(again);
+    rs_layout_destroy(s);
+    rs_layout_destroy(d);
+    if (part < 0) execute_and_check(plan, 14);
+    rs_plan_destroy(plan);
+    rs_context_destroy(ctx);
+  }
+}
+
 Test(after_context_destroy, plan_queries_answer) {
   rs_context *ctx = NULL;
   rs_layout *s = NULL, *d = NULL;
