@@ -188,7 +188,7 @@ static rs_status wave_order(const rs_plan *plan, const rsi_units *units,
    * a unit, sorted in the first 16 bytes a unit of the block (the keys'
    * first third, read already) instead of 48. */
   int low_bits = rsi_bits_for(deepest) + rank_bits;
-  int unit_bits = rsi_bits_for((uint64_t)nunits - 1);
+  int unit_bits = nunits > 1 ? rsi_bits_for((uint64_t)nunits - 1) : 0;
   int64_t *order = (int64_t *)keys;
   if (rsi_bits_for(last_wave) + low_bits + unit_bits <= 64) {
     /* words[u] lies at or before keys[u]: written after it is read */

@@ -310,7 +310,9 @@ typedef enum rs_param {
    *  rs_plan_execute (and rs_plan_execute_async) give RS_ERR_UNSUPPORTED.
    *  It saves the boxes' memory as the plan is made, about a fifth of
    *  planning's peak and a tenth of its time for DeepSeek-V3 at 8192 GPUs
-   *  a side. Combines with RS_PARAM_PLAN_PART (a part without boxes).
+   *  a side, and a whole plan without boxes keeps no copy of its layouts'
+   *  shards once made. Combines with RS_PARAM_PLAN_PART (a part without
+   *  boxes).
    *  Bounds [0, 1]. Not part of the fingerprint. @since 0.5 */
   RS_PARAM_PLAN_BOXES = 301
 } rs_param;
