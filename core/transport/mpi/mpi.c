@@ -7,12 +7,14 @@
  *
  * Integrity (set_integrity): a message travels as chunks of SUM_CHUNK
  * bytes, each its own MPI message, and each chunk has its XXH3-64
- * checksum. The checksums are hashed where the bytes are hot in a cache,
- * never in a pass of their own over cold memory:
+ * checksum, hashed a chunk at a time as the chunks complete, never in a
+ * pass of its own after the transfer:
  * - the receiver hashes a chunk as soon as its receive completes (test
- *   finds it with MPI_Testsome), right after MPI wrote it;
+ *   finds it with MPI_Testsome), right after MPI wrote it, still in cache;
  * - the sender hashes a chunk of its own bytes (the truth) as soon as its
- *   send completes, right after the receiver's single copy (CMA) read it,
+ *   send completes, after the receiver's single copy (CMA) read it (with
+ *   more processes than cores, the chunk has mostly left the cache by the
+ *   time the sender runs: README, "Why integrity costs more than 15%"),
  *   and once every chunk of a message is hashed sends the message's
  *   checksums, one uint64 per chunk, on a second duplicate communicator
  *   (same tag; a sender posts them in the order of its messages, so they
