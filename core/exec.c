@@ -295,10 +295,7 @@ static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
                     "(RS_PARAM_PLAN_PART) and this context drives every "
                     "rank: a part is for inspection here",
                     plan->part);
-  if (!plan->keeps_boxes)
-    return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
-                    "this plan keeps no boxes (RS_PARAM_PLAN_BOXES was 0 "
-                    "when it was made): it is for inspection, not to run");
+  RSI_TRY(rsi_plan_require_boxes(plan, err));
   RSI_TRY(check_bindings(plan, err));
   if (!plan->exec) {
     plan->exec = calloc(1, sizeof *plan->exec);

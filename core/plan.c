@@ -2469,6 +2469,13 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   return st;
 }
 
+rs_status rsi_plan_require_boxes(const rs_plan *plan, rsi_err *err) {
+  if (plan->keeps_boxes) return RS_OK;
+  return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                  "this plan keeps no boxes (RS_PARAM_PLAN_BOXES was 0 "
+                  "when it was made): it is for inspection, not to run");
+}
+
 /* The part RS_PARAM_PLAN_PART asks for: a rank of the world, and in a
  * context that drives one rank, that rank. */
 static rs_status check_part(const rs_context *ctx, rsi_err *err) {

@@ -170,6 +170,11 @@ rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err);
  * failure (memory) the plan is to be destroyed. */
 rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err);
 
+/* RS_OK if the plan keeps its moves' boxes; else RS_ERR_UNSUPPORTED,
+ * saying it was made with RS_PARAM_PLAN_BOXES = 0, for the calls that
+ * need the boxes (rs_plan_move_box, execution). */
+rs_status rsi_plan_require_boxes(const rs_plan *plan, rsi_err *err);
+
 /* plan_json.c */
 rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
                            rsi_err *err);

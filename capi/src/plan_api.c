@@ -99,10 +99,7 @@ rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
   API_REQUIRE(offset, plan->ctx->err, "rs_plan_move_box");
   API_REQUIRE(extent, plan->ctx->err, "rs_plan_move_box");
   RSI_TRY(check_move(plan, index));
-  if (!plan->keeps_boxes)
-    return RSI_FAIL(plan->ctx->err, RS_ERR_UNSUPPORTED,
-                    "this plan keeps no boxes (RS_PARAM_PLAN_BOXES was 0 "
-                    "when it was made)");
+  RSI_TRY(rsi_plan_require_boxes(plan, plan->ctx->err));
   const rsi_move *m = &plan->moves[index];
   int nd = plan->tensors[m->tensor].ndim;
   for (int d = 0; d < nd; d++) {
