@@ -268,10 +268,13 @@ rs_status rsi_layout_add_shard(rs_layout *layout, const char *name, int rank,
                                const int64_t *offset, const int64_t *extent,
                                int buffer, int64_t byte_offset,
                                const int64_t *strides) {
-  int t = rsi_layout_find(layout, name);
+  int t = layout->last_named - 1;
+  if (t < 0 || strcmp(layout->tensors[t].name, name) != 0)
+    t = rsi_layout_find(layout, name);
   if (t < 0)
     return RSI_FAIL(layout->ctx->err, RS_ERR_UNKNOWN_TENSOR,
                     "no tensor named '%s' in this layout", name);
+  layout->last_named = t + 1;
   return rsi_layout_add_shard_to(layout, t, rank, offset, extent, buffer,
                                  byte_offset, strides);
 }

@@ -63,6 +63,10 @@ struct rs_layout {
   int32_t *name_index;
   uint32_t name_index_cap;
   rsi_hash_key name_key;
+  /* the tensor rsi_layout_add_shard named last, + 1 (0: none): shards
+   * often come a tensor at a time, and its name is then compared, not
+   * hashed */
+  int last_named;
   rsi_shard *shards;
   int64_t nshards, cap_shards;
   rsi_pool pool;

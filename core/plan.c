@@ -1340,7 +1340,15 @@ static int64_t query_sources(planner *p, const key_value *order,
                              const int64_t *off, const int64_t *ext) {
   int64_t n = rsi_box_tree_query(&p->stree, off, ext, -1, p->cands, p->nsg);
   for (int64_t i = 0; i < n; i++) p->cands[i] = p->key_rank[p->cands[i]];
-  qsort(p->cands, (size_t)n, sizeof *p->cands, cmp_int64);
+  if (n > 24) {
+    qsort(p->cands, (size_t)n, sizeof *p->cands, cmp_int64);
+  } else { /* usually a few: qsort's calls cost more than they sort */
+    for (int64_t i = 1; i < n; i++) {
+      int64_t c = p->cands[i], j = i;
+      for (; j > 0 && p->cands[j - 1] > c; j--) p->cands[j] = p->cands[j - 1];
+      p->cands[j] = c;
+    }
+  }
   for (int64_t i = 0; i < n; i++) p->cands[i] = order[p->cands[i]].i;
   return n;
 }
