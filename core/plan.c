@@ -174,8 +174,11 @@ typedef struct planner {
   int64_t *frag_first, *hits, *cut_at; /* carving: per group, found, cuts */
   int64_t cap_frag_first, cap_hits, cap_cut_at;
   rsi_pool work;  /* carving */
-  /* loads, for balance */
-  int64_t *send_load, *send_inter_load, *recv_inter_load;
+  /* loads, for balance: what a rank sent to ranks of its own domain and
+   * received from other domains. Each changes only with the choices made
+   * for its own domain, so no choice depends on another domain's traffic
+   * (docs/PLANNING.md, "Choices that read their own domain only"). */
+  int64_t *send_intra_load, *recv_inter_load;
   /* per rank: its domain as an index 0.. in the order of the domain ids
    * (ids are any ints a caller chose; the planner's arrays need no more
    * room than there are domains), and its place among its domain's ranks */
@@ -391,11 +394,8 @@ static rs_status push_move_of(planner *p, int t, const int64_t *off,
     m->route = RS_ROUTE_INTRA;
   else
     m->route = RS_ROUTE_INTER;
-  if (m->route != RS_ROUTE_LOCAL) p->send_load[src_rank] += m->bytes;
-  if (m->route == RS_ROUTE_INTER) {
-    p->send_inter_load[src_rank] += m->bytes;
-    p->recv_inter_load[dst_rank] += m->bytes;
-  }
+  if (m->route == RS_ROUTE_INTRA) p->send_intra_load[src_rank] += m->bytes;
+  if (m->route == RS_ROUTE_INTER) p->recv_inter_load[dst_rank] += m->bytes;
   if (dst_kind == RSI_EP_DST && plan->conv[t].scales >= 0) {
     int64_t values = plan->nmoves - 1;
     RSI_TRY(add_scale_moves(p, m)); /* which reads m's box */
@@ -609,7 +609,8 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
  * earlier has no holder that may forward it. Inside that domain, the
  * holder on the rail of `entry` (the rank the piece lands in), so that a
  * rank forwards to one peer per domain and its pieces share messages;
- * where none is, the holder that has sent the least across. */
+ * where none is, the one on the next rail after it (cyclically): a rule of
+ * the two domains' layouts, never of what the holders sent before. */
 static const holder *cross_from(const planner *p, const piece_slot *s,
                                 int32_t j, int entry, int32_t *depth) {
   int64_t up = (int64_t)j - s->heads;
@@ -618,11 +619,15 @@ static const holder *cross_from(const planner *p, const piece_slot *s,
   if (l->n == 0 || l->depth + 1 >= CHAIN_DOMAINS) return NULL;
   *depth = l->depth + 1;
   const holder *best = NULL;
+  int64_t best_gap = 0;
   for (int32_t i = 0; i < l->n; i++) {
     const holder *h = &p->holders[l->first + i];
-    if (p->rail[h->rank] == p->rail[entry]) return h;
-    if (!best || p->send_inter_load[h->rank] < p->send_inter_load[best->rank])
+    int64_t gap = (int64_t)p->rail[h->rank] - p->rail[entry];
+    if (gap < 0) gap += p->plan->world_size; /* rails are below it */
+    if (!best || gap < best_gap) {
       best = h;
+      best_gap = gap;
+    }
   }
   return best;
 }
@@ -706,15 +711,16 @@ static const sort_key *held_by(const planner *p, const group *g, int rank) {
   return NULL;
 }
 
-/* The replica of g inside `domain` that has sent the fewest bytes so far,
- * or NULL. */
+/* The replica of g inside `domain` that has sent the fewest bytes inside
+ * its domain so far, or NULL. */
 static const sort_key *least_loaded_inside(const planner *p, const group *g,
                                            int domain) {
   const sort_key *best = NULL;
   int64_t lo, hi;
   replicas_in(p, g, domain, &lo, &hi);
   for (int64_t i = lo; i < hi; i++)
-    if (!best || p->send_load[p->skeys[i].rank] < p->send_load[best->rank])
+    if (!best || p->send_intra_load[p->skeys[i].rank] <
+                     p->send_intra_load[best->rank])
       best = &p->skeys[i];
   return best;
 }
@@ -928,7 +934,8 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
   for (int64_t i = 0; fan_out && i < nfar; i++) {
     const needer *n = &p->needers[p->far[i]];
     if (rsi_box_contains(nd, n->off, n->ext, off, ext) &&
-        (!relay || p->send_load[n->rank] < p->send_load[relay->rank]))
+        (!relay ||
+         p->send_intra_load[n->rank] < p->send_intra_load[relay->rank]))
       relay = n;
   }
   const sort_key *src = least_loaded_inside(p, g, domain);
@@ -1396,17 +1403,18 @@ static rs_status deliver_part(planner *p, const group *g, const int64_t *off,
 }
 
 /* The replica of g a part headed for `rank` in `domain` comes from: the
- * rank's own, else the least loaded inside the domain, else the least
- * loaded across domains. */
-static const sort_key *nearest_holder(const planner *p, const group *g,
-                                      int rank, int domain) {
-  const sort_key *k = held_by(p, g, rank);
-  if (!k) k = least_loaded_inside(p, g, domain);
-  for (int64_t h = 0; !k || (k->domain != domain && h < g->n); h++) {
-    const sort_key *c = &p->skeys[g->first + h];
-    if (!k || p->send_inter_load[c->rank] < p->send_inter_load[k->rank]) k = c;
-  }
-  return k;
+ * rank's own, else the least loaded inside the domain, else the one its
+ * replica set has used least (charged with the part's bytes). */
+static rs_status nearest_holder(planner *p, const group *g, int rank,
+                                int domain, int64_t bytes,
+                                const sort_key **out) {
+  *out = held_by(p, g, rank);
+  if (!*out) *out = least_loaded_inside(p, g, domain);
+  if (*out) return RS_OK;
+  int64_t set, at;
+  RSI_TRY(cross_replica(p, g, out, &set, &at));
+  rsi_replica_sets_add(&p->sets, set, at, bytes);
+  return RS_OK;
 }
 
 typedef struct assembly {
@@ -1418,7 +1426,11 @@ static rs_status send_part_to_slot(planner *p, const group *g,
                                    const int64_t *off, const int64_t *ext,
                                    void *ctx) {
   const assembly *a = ctx;
-  const sort_key *k = nearest_holder(p, g, a->rank, a->domain);
+  int64_t bytes;
+  rsi_box_volume(p->ndim, ext, &bytes);
+  bytes *= (int64_t)rsi_dtype_size(p->plan->conv[p->tensor].src_dtype);
+  const sort_key *k;
+  RSI_TRY(nearest_holder(p, g, a->rank, a->domain, bytes, &k));
   return push_move(p, off, ext, RSI_EP_SRC, k->index, k->rank, RSI_EP_RELAY,
                    a->slot, a->rank, 0, 0);
 }
@@ -2097,8 +2109,7 @@ static void planner_free(planner *p) {
   free(p->hits);
   free(p->cut_at);
   rsi_pool_free(&p->work);
-  free(p->send_load);
-  free(p->send_inter_load);
+  free(p->send_intra_load);
   free(p->recv_inter_load);
   free(p->units.end);
   free(p->units.after);
@@ -2431,9 +2442,9 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     p->cands = malloc((size_t)(max_s + 1) * sizeof *p->cands);
     p->key_rank = malloc((size_t)(max_s + 1) * sizeof *p->key_rank);
     order = malloc((size_t)(max_s + 1) * sizeof *order);
-    p->send_load = calloc((size_t)plan->world_size, sizeof *p->send_load);
+    p->send_intra_load =
+        calloc((size_t)plan->world_size, sizeof *p->send_intra_load);
     p->recv_inter_load = calloc((size_t)plan->world_size, sizeof *p->recv_inter_load);
-    p->send_inter_load = calloc((size_t)plan->world_size, sizeof *p->send_inter_load);
     p->rank_mark = calloc((size_t)plan->world_size, sizeof *p->rank_mark);
     p->domain_ix = malloc((size_t)plan->world_size * sizeof *p->domain_ix);
     p->rail = malloc((size_t)plan->world_size * sizeof *p->rail);
@@ -2443,8 +2454,8 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
       p->domain_mark = calloc((size_t)ndomains, sizeof *p->domain_mark);
     p->ranked = malloc((size_t)(max_s + 1) * sizeof *p->ranked);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
-        !p->cands || !p->key_rank || !order || !p->send_load ||
-        !p->recv_inter_load || !p->send_inter_load || !p->rank_mark ||
+        !p->cands || !p->key_rank || !order || !p->send_intra_load ||
+        !p->recv_inter_load || !p->rank_mark ||
         !p->domain_mark || !p->domain_ix || !p->rail || !p->ranked)
       st = RSI_NOMEM(err);
     rsi_replica_sets_init(&p->sets);
