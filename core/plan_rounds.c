@@ -5,7 +5,9 @@
  * sends between w and w+1 round capacities, so every round mixes senders
  * (of all pipeline stages, say) instead of draining one tensor at a time. A
  * rank's staging per round (bytes it packs to send, bytes it receives,
- * relay slots it holds, each 64-aligned) stays within round_capacity, half
+ * relay slots it holds, each 64-aligned; a large move that goes straight
+ * from or into contiguous memory takes none at that end) stays within
+ * round_capacity, half
  * the staging setting: the executor keeps two steps in flight, each in a
  * half of its own (staging.h), and so allocates at most the setting.
  * Pieces were already cut so that one unit fits an empty round. */
@@ -94,18 +96,27 @@ static int64_t *relay_at(rank_rounds *q, int rank, int32_t r) {
   return &relay[r % WINDOW];
 }
 
+/* Charge a rank `staged` bytes of staging and `slot` bytes of relay slot,
+ * each 64-aligned as staging.h lays them out. */
 static void add_cost(rank_rounds *q, int32_t *touched, int *nt, int rank,
-                     int64_t bytes, bool relay) {
+                     int64_t staged, int64_t slot) {
   rank_now *n = &q->now[rank];
   if (n->cost < 0) {
     n->cost = 0;
     touched[(*nt)++] = rank;
   }
-  /* charged as staging.h lays it out: 64-aligned at both ends, and again
-   * for a relay slot, which holds the bytes beside the staging they
-   * arrive in */
-  n->cost += ALIGN(bytes, 64);
-  if (relay) n->cost += ALIGN(bytes, 64);
+  n->cost += ALIGN(staged, 64) + ALIGN(slot, 64);
+}
+
+/* The staging move m takes at one end (src: the sender's): none where it
+ * is a segment of its own (RSI_DIRECT_BYTES or more) whose memory at that
+ * end is one contiguous run, for it travels straight from or into that
+ * memory (staging.h); else its bytes, an upper bound on its share of the
+ * segment it is packed into. */
+static int64_t staged_bytes(const rsi_move *m, bool src) {
+  bool straight = m->bytes >= RSI_DIRECT_BYTES &&
+                  (m->contiguous >> (src ? 0 : 1)) & 1;
+  return straight ? 0 : m->bytes;
 }
 
 /* The earliest round from `lo` on where every touched rank has room for
@@ -249,11 +260,12 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
     for (int64_t i = begin; i < end; i++) {
       const rsi_move *m = &plan->moves[i];
       if (m->route == RS_ROUTE_LOCAL) continue; /* a copy needs no staging */
-      /* pack on the sender; land on the receiver, in a relay slot or in
-       * receive staging */
-      add_cost(&rr, touched, &nt, m->src_rank, m->bytes, false);
-      add_cost(&rr, touched, &nt, m->dst_rank, m->bytes,
-               m->dst_kind == RSI_EP_RELAY);
+      /* pack on the sender unless the move goes straight; land on the
+       * receiver, through receive staging unless it goes straight, and
+       * in a relay slot when it crosses into one */
+      add_cost(&rr, touched, &nt, m->src_rank, staged_bytes(m, true), 0);
+      add_cost(&rr, touched, &nt, m->dst_rank, staged_bytes(m, false),
+               m->dst_kind == RSI_EP_RELAY ? m->bytes : 0);
     }
     int32_t lo = unit_after[u] >= 0 ? unit_round[unit_after[u]] + 1 : 0;
     int32_t r = nt ? first_fit(&rr, touched, nt, cap, lo)

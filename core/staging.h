@@ -16,9 +16,10 @@
  * reads those slots from the previous step's half and puts its own
  * segments in its half. A half is as large as the largest step needs, so a
  * rank allocates 2 x half. The planner keeps every round of every rank
- * within half the staging setting (each move charged RSI_ALIGN64 of its
- * bytes at both ends, and again for a relay slot), so 2 x half never
- * exceeds the setting.
+ * within half the staging setting (each move charged, at each end,
+ * nothing where it is a segment of its own that goes straight, else
+ * RSI_ALIGN64 of its bytes, and RSI_ALIGN64 of its bytes again for a relay
+ * slot), so 2 x half never exceeds the setting.
  *
  * In process, segments between ranks go direct (transport.h: one copy from
  * the sender's memory into the receiver's) and leave their staging unused;
