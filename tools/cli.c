@@ -100,6 +100,9 @@ static void usage_plan(FILE *f) {
 "  --json           print the figures as JSON instead of the table\n"
 "  --svg FILE       draw the rank-to-rank traffic matrix and the per-link\n"
 "                   load of our plan into FILE\n"
+"  --plan-json FILE write the plan itself into FILE as rs_plan_to_json\n"
+"                   gives it: every move with its ranks, bytes, route,\n"
+"                   round and stage (no boxes unless --svg is given)\n"
 "  --progress       always show the progress line (default: on a terminal,\n"
 "                   for anything that takes over a second)\n"
 "  --quiet          never show the progress line\n"
@@ -214,6 +217,7 @@ static int cmd_configs(void) {
 static int cmd_plan(int argc, char **argv) {
   const char *model = NULL, *train = NULL, *infer = NULL, *cluster = NULL;
   const char *config = NULL, *svg = NULL, *placement = NULL;
+  const char *plan_json = NULL;
   const char *train_dtype = NULL, *infer_dtype = NULL, *fp8_block = NULL;
   const char *fp8_scales = NULL;
   long domain_gpus = 0, staging_mib = 0, bucket_mib = 1024;
@@ -267,6 +271,8 @@ static int cmd_plan(int argc, char **argv) {
       slot = &config;
     else if (!strcmp(name, "--svg"))
       slot = &svg;
+    else if (!strcmp(name, "--plan-json"))
+      slot = &plan_json;
     else if (!strcmp(name, "--placement"))
       slot = &placement;
     else if (!strcmp(name, "--train-dtype"))
@@ -361,6 +367,7 @@ static int cmd_plan(int argc, char **argv) {
   opt.staging_bytes = (int64_t)staging_mib << 20;
   opt.bucket_bytes = (double)bucket_mib * 1024 * 1024;
   opt.matrix = svg != NULL;
+  opt.plan_json = plan_json;
   opt.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
   rt_report r;
   if (rt_report_run(&job, &opt, &r, &e)) {

@@ -190,6 +190,21 @@ static int plan_without_conversion(const rt_job *job, rt_report *r,
   return rc;
 }
 
+/* The library's own description of the plan, every move with its round
+ * and stage (rs_plan_to_json), for tools that read the plan itself. */
+static int write_plan_json(const rs_plan *plan, const char *path, rt_err *e) {
+  char *text = NULL;
+  size_t len = 0;
+  rs_status st = rs_plan_to_json(plan, &text, &len);
+  if (st != RS_OK)
+    return rt_fail(e, "rs_plan_to_json: %s", rs_status_name(st));
+  FILE *f = fopen(path, "w");
+  bool ok = f && fwrite(text, 1, len, f) == len && fputc('\n', f) != EOF;
+  if (f && fclose(f)) ok = false;
+  rs_free(text);
+  return ok ? 0 : rt_fail(e, "--plan-json: cannot write '%s'", path);
+}
+
 /* Our plan's figures, the model of it and the plan without conversion.
  * Takes ctx and plan. */
 static int model_plan(worker *w, rs_context *ctx, rs_plan *plan) {
@@ -218,6 +233,7 @@ static int model_plan(worker *w, rs_context *ctx, rs_plan *plan) {
                            sizeof *r->matrix);
   int rc = rt_strategy_ours(job, plan, &r->ours_load, r->matrix, &r->ours,
                             &r->messages, NULL, e);
+  if (rc == 0 && r->opt.plan_json) rc = write_plan_json(plan, r->opt.plan_json, e);
   rs_plan_destroy(plan);
   rs_context_destroy(ctx);
   if (rc) return -1;

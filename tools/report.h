@@ -13,6 +13,7 @@ typedef struct rt_options {
   double bucket_bytes;   /* gather-and-broadcast bucket (default 1 GiB) */
   bool matrix;           /* keep the rank-to-rank bytes (for the SVG) */
   bool progress;         /* a progress line on stderr after one second */
+  const char *plan_json; /* write rs_plan_to_json of our plan there */
 } rt_options;
 
 typedef struct rt_report {

@@ -61,6 +61,7 @@ Test(cli, help_documents_every_option) {
   const char *opts[] = {"--model", "--train", "--infer", "--cluster",
                         "--config", "--placement", "--domain-gpus",
                         "--staging-mib", "--bucket-mib", "--json", "--svg",
+                        "--plan-json",
                         "--progress", "--quiet", "--help", "--colocate",
                         "--train-dtype", "--infer-dtype", "--fp8-block",
                         "--fp8-scales", "ue8m0", "_scale_inv",
@@ -187,6 +188,56 @@ static double plan_figure(json_object *root, const char *key) {
   cr_assert(json_object_object_get_ex(root, "plan", &p));
   cr_assert(json_object_object_get_ex(p, key, &v), "plan.%s missing", key);
   return json_object_get_double(v);
+}
+
+/* --plan-json writes the library's own description of the plan the table
+ * models: the same moves and rounds, its bytes across domains the table's. */
+Test(cli, plan_json_writes_the_plan_itself) {
+  const char *base = "plan --model Llama-3.1-8B --train tp=2,pp=2,dp=2 "
+                     "--infer tp=4,dp=2 --cluster dgx-h100 --quiet --json";
+  char path[] = "/tmp/reshard-plan-XXXXXX", args[512];
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  close(fd);
+  snprintf(args, sizeof args, "%s --plan-json %s", base, path);
+  run_out r = run(args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  json_object *table = json_tokener_parse(r.out);
+  cr_assert_not_null(table, "not JSON: %.200s", r.out);
+  char *text = slurp(path);
+  json_object *plan = json_tokener_parse(text);
+  cr_assert_not_null(plan, "--plan-json wrote no JSON: %.200s", text);
+  json_object *moves = NULL, *rounds = NULL, *boxes = NULL;
+  cr_assert(json_object_object_get_ex(plan, "moves", &moves));
+  cr_assert(json_object_object_get_ex(plan, "rounds", &rounds));
+  cr_assert(json_object_object_get_ex(plan, "boxes", &boxes));
+  size_t n = json_object_array_length(moves);
+  cr_expect_eq((double)n, plan_figure(table, "moves"));
+  cr_expect_eq(json_object_get_double(rounds), plan_figure(table, "rounds"));
+  cr_expect(!json_object_get_boolean(boxes), "the CLI plans without boxes");
+  double inter = 0;
+  for (size_t i = 0; i < n; i++) {
+    json_object *m = json_object_array_get_idx(moves, i), *v = NULL;
+    for (const char *k = "round\0stage\0bytes\0src\0dst\0"; *k;
+         k += strlen(k) + 1)
+      cr_assert(json_object_object_get_ex(m, k, &v), "move %zu lacks %s", i,
+                k);
+    cr_assert(json_object_object_get_ex(m, "route", &v));
+    if (!strcmp(json_object_get_string(v), "inter")) {
+      json_object_object_get_ex(m, "bytes", &v);
+      inter += json_object_get_double(v);
+    }
+  }
+  cr_expect(inter > 0);
+  cr_expect_eq(inter, plan_figure(table, "bytes_inter"));
+  json_object_put(plan);
+  json_object_put(table);
+  free(text);
+  done(&r);
+  unlink(path);
+  expect_failure("plan --model Llama-3.1-8B --train tp=2 --infer tp=2 "
+                 "--cluster dgx-h100 --quiet --plan-json /nonexistent/p.json",
+                 "--plan-json: cannot write '/nonexistent/p.json'");
 }
 
 /* local + intra + inter == needed, and local as expected */
