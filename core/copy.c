@@ -2,7 +2,13 @@
  * and the plain copy that memcpy's them. */
 #include "copy.h"
 
+#include <stdint.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <immintrin.h>
+#define RSI_HAVE_STREAM 1
+#endif
 
 /* Drop extent-1 dims; merge dim d into d+1 where both sides step through
  * them as one. A dense side (NULL strides) always merges. */
@@ -110,9 +116,68 @@ void rsi_copy_strided(char *dst, int64_t dstep, const char *src,
   }
 }
 
-void rsi_copy_range(int ndim, const int64_t *ext, size_t esize, char *dst,
-                    const int64_t *dst_strides, const char *src,
-                    const int64_t *src_strides, int64_t lo, int64_t hi) {
+/* memcpy with stores that bypass the caches: a read of each source byte
+ * and a write of each destination byte, where a cached store first reads
+ * the destination's line from memory. The stores are `align`-byte aligned
+ * ones; the ends before and after them go through memcpy. Weakly ordered:
+ * rsi_copy_fence() before anyone else reads dst. AVX2 where the CPU has
+ * it (about 1.15x the 16-byte stores on bench_exec_local), else SSE2,
+ * which every x86-64 has; elsewhere plain memcpy. */
+#ifdef RSI_HAVE_STREAM
+/* Bytes before dst + head is `align`-aligned; n below it: all memcpy. */
+static size_t stream_head(char *dst, const char *src, size_t n,
+                          size_t align, size_t block) {
+  size_t head = (align - ((uintptr_t)dst & (align - 1))) & (align - 1);
+  if (n < head + block) head = n;
+  memcpy(dst, src, head);
+  return head;
+}
+
+/* One streaming loop, `vec` (`width` bytes) at a time, four per step. */
+#define STREAM_COPY(name, attr, vec, width, load, store)                  \
+  attr static void name(char *dst, const char *src, size_t n) {          \
+    size_t i = stream_head(dst, src, n, width, 4 * width);                \
+    for (; i + 4 * width <= n; i += 4 * width) {                          \
+      const vec *s = (const vec *)(const void *)(src + i);                \
+      vec *d = (vec *)(void *)(dst + i);                                  \
+      vec a = load(s), b = load(s + 1), c = load(s + 2), e = load(s + 3); \
+      store(d, a);                                                        \
+      store(d + 1, b);                                                    \
+      store(d + 2, c);                                                    \
+      store(d + 3, e);                                                    \
+    }                                                                     \
+    memcpy(dst + i, src + i, n - i);                                      \
+  }
+
+STREAM_COPY(stream_avx2, __attribute__((target("avx2"))), __m256i, 32,
+            _mm256_loadu_si256, _mm256_stream_si256)
+STREAM_COPY(stream_sse2, , __m128i, 16, _mm_loadu_si128, _mm_stream_si128)
+#undef STREAM_COPY
+#endif
+
+bool rsi_copy_stream_sse2_only = false;
+
+static void copy_streaming(char *dst, const char *src, size_t n) {
+#ifdef RSI_HAVE_STREAM
+  if (!rsi_copy_stream_sse2_only && __builtin_cpu_supports("avx2"))
+    stream_avx2(dst, src, n);
+  else
+    stream_sse2(dst, src, n);
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
+void rsi_copy_fence(void) {
+#ifdef RSI_HAVE_STREAM
+  _mm_sfence();
+#endif
+}
+
+void rsi_copy_range_to(int ndim, const int64_t *ext, size_t esize, char *dst,
+                       const int64_t *dst_strides, const char *src,
+                       const int64_t *src_strides, int64_t lo, int64_t hi,
+                       bool streaming) {
   if (hi <= lo) return;
   rsi_runs w;
   rsi_runs_begin(&w, ndim, ext, esize, dst, dst_strides, esize, src,
@@ -120,9 +185,19 @@ void rsi_copy_range(int ndim, const int64_t *ext, size_t esize, char *dst,
   bool contiguous = w.dstep == (int64_t)esize && w.sstep == (int64_t)esize;
   rsi_run r;
   while (rsi_runs_next(&w, &r)) {
-    if (contiguous)
-      memcpy(r.dst, r.src, (size_t)r.count * esize);
+    size_t bytes = (size_t)r.count * esize;
+    if (contiguous && streaming && bytes >= RSI_STREAM_MIN_RUN)
+      copy_streaming(r.dst, r.src, bytes);
+    else if (contiguous)
+      memcpy(r.dst, r.src, bytes);
     else
       rsi_copy_strided(r.dst, r.dstep, r.src, r.sstep, r.count, esize);
   }
+}
+
+void rsi_copy_range(int ndim, const int64_t *ext, size_t esize, char *dst,
+                    const int64_t *dst_strides, const char *src,
+                    const int64_t *src_strides, int64_t lo, int64_t hi) {
+  rsi_copy_range_to(ndim, ext, esize, dst, dst_strides, src, src_strides, lo,
+                    hi, false);
 }

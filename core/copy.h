@@ -20,6 +20,23 @@ void rsi_copy_range(int ndim, const int64_t *ext, size_t esize, char *dst,
                     const int64_t *dst_strides, const char *src,
                     const int64_t *src_strides, int64_t lo, int64_t hi);
 
+/* rsi_copy_range, and with `streaming` its contiguous runs of at least
+ * RSI_STREAM_MIN_RUN bytes are written with stores that bypass the caches
+ * (x86-64; elsewhere memcpy): for bytes nobody reads soon, in copies
+ * larger than the caches. The stores are weakly ordered: call
+ * rsi_copy_fence() before the copy counts as done. */
+#define RSI_STREAM_MIN_RUN 256
+void rsi_copy_range_to(int ndim, const int64_t *ext, size_t esize, char *dst,
+                       const int64_t *dst_strides, const char *src,
+                       const int64_t *src_strides, int64_t lo, int64_t hi,
+                       bool streaming);
+
+/* For tests: stream with the 16-byte stores even where AVX2 is there. */
+extern bool rsi_copy_stream_sse2_only;
+
+/* Order every streaming store before the stores that follow. */
+void rsi_copy_fence(void);
+
 /* Copy count elements of esize bytes, each side stepping dstep / sstep
  * bytes. */
 void rsi_copy_strided(char *dst, int64_t dstep, const char *src,
