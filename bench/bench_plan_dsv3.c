@@ -565,7 +565,7 @@ int main(int argc, char **argv) {
          done, first, tmin, tmed);
   printf("plan    : %lld moves, %lld rounds, %lld messages, peak staging "
          "%.1f MiB/rank; busiest rank moves %.1f GB, i.e. %lld rounds if "
-         "each filled its staging\n",
+         "every byte were staged and each round filled its staging\n",
          (long long)moves, (long long)rounds, (long long)msgs,
          (double)stage_peak / BENCH_MIB, (double)max_rank_io / 1e9,
          (long long)rounds_bound);
@@ -662,10 +662,10 @@ int main(int argc, char **argv) {
   snprintf(c, sizeof c, "%.3f", (double)max_rank_inter / rank_inter_bound);
   bench_table_row("max trainer-rank inter [GB]", a, b, c);
   snprintf(a, sizeof a, "%lld", (long long)rounds);
-  snprintf(b, sizeof b, "%lld (staging)", (long long)rounds_bound);
+  snprintf(b, sizeof b, "%lld (staged)", (long long)rounds_bound);
   snprintf(c, sizeof c, "%.2f",
            (double)rounds / (double)(rounds_bound ? rounds_bound : 1));
-  bench_table_row("rounds vs full-staging rounds", a, b, c);
+  bench_table_row("rounds vs all-staged rounds", a, b, c);
 
   for (int i = 0; i < m.n; i++) {
     free(sl[i].s_off);
