@@ -7,9 +7,9 @@
  * rank's staging per round (bytes it packs to send, bytes it receives,
  * relay slots it holds, each 64-aligned; a large move that goes straight
  * from or into contiguous memory takes none at that end) stays within
- * round_capacity, half
- * the staging setting: the executor keeps two steps in flight, each in a
- * half of its own (staging.h), and so allocates at most the setting.
+ * round_capacity, half the staging setting: the executor keeps two steps
+ * in flight, each in a half of its own (staging.h), and so allocates at
+ * most the setting.
  * Pieces were already cut so that one unit fits an empty round. */
 #include <stdbool.h>
 #include <stdlib.h>
