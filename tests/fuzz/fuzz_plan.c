@@ -18,6 +18,8 @@
  *     succeeds, every destination element holds the source value, every
  *     destination byte no shard covers is untouched, and a second execution
  *     after the sources changed delivers the new values;
+ *   - every rank allocated the staging RS_STAT_STAGING_BYTES says, within
+ *     the setting;
  *   - one rank's part (RS_PARAM_PLAN_PART) holds exactly that rank's moves
  *     of the whole plan, in order.
  * The destination now and then casts a float tensor (f32, bf16, f16) to
@@ -30,6 +32,7 @@
  * value and scale must then hold what the host's whole-tensor quantizer
  * (rsi_quantize_blocks) makes of the source tensor, NaN for NaN. */
 #include "convert.h"
+#include "exec.h"
 #include "fuzz_common.h"
 #include "rt_util.h"
 #include "rt_value.h"
@@ -79,6 +82,7 @@ typedef struct world {
   side s[2];
   bool decl_ok[2][MAXT]; /* declared on that side as the tensor is */
   bool mismatch;         /* some tensor declared differently or missing */
+  int64_t staging;       /* RS_PARAM_STAGING_BYTES */
 } world;
 
 static const rs_dtype dtypes[] = {
@@ -639,6 +643,18 @@ static void execute_and_verify(world *w, rs_plan *plan) {
                    "written",
                    r, b, (long long)i);
   }
+  /* Each rank allocated the staging the plan says, within the setting. */
+  for (int r = 0; r < w->size; r++) {
+    int64_t said = -1, got = rsi_exec_staging(plan, r);
+    FZ_CHECK(rs_plan_stat(plan, r, RS_STAT_STAGING_BYTES, &said) == RS_OK,
+             "stat");
+    FZ_CHECK(got < 0 || got == said,
+             "rank %d allocated %lld bytes of staging, the plan says %lld", r,
+             (long long)got, (long long)said);
+    FZ_CHECK(said <= w->staging,
+             "rank %d: staging %lld above the setting %lld", r,
+             (long long)said, (long long)w->staging);
+  }
   for (int s = 0; s < 2; s++)
     for (int r = 0; r < MAXW; r++)
       for (int b = 0; b < NBUF; b++) free(buf[s][r][b]);
@@ -664,6 +680,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (w.t[i].big) stage = (int64_t)1 << 40; /* bounded number of pieces */
   FZ_CHECK(rs_context_set_param(w.ctx, RS_PARAM_STAGING_BYTES, stage) == RS_OK,
            "staging");
+  w.staging = stage;
   for (int s = 0; s < 2; s++) {
     FZ_CHECK(rs_layout_create(w.ctx, &w.s[s].l) == RS_OK, "layout_create");
     declare_side(&in, &w, s);
