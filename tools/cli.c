@@ -201,7 +201,8 @@ static int cmd_clusters(void) {
          "nvlink_gbps, nvlink_achieved_gbps, nic_gbps, nic_achieved_gbps,\n"
          "nvlink_latency_us, nic_latency_us, bcast_gbps, nccl_channels, "
          "hbm_gbps, hbm_achieved_gbps,\nconvert_gbps, p2p_nvlink_fraction, "
-         "p2p_nic_fraction (a number or [low, high])\n(see docs/MODEL.md).\n");
+         "p2p_nic_fraction, p2p_call_us (each a number or\n[low, high]) "
+         "(see docs/MODEL.md).\n");
   return 0;
 }
 

@@ -63,9 +63,9 @@ static int parse_range(rt_err *e, const char *what, const key *K,
                        json_object *v) {
   double *slot = K->slot, x[2];
   char want[128];
-  snprintf(want, sizeof want, "a number in (0, %g] or [low, high] of such "
+  snprintf(want, sizeof want, "a number in %s%g, %g] or [low, high] of such "
                               "numbers",
-           K->max);
+           K->min > 0 ? "(" : "[", K->min > 0 ? 0 : K->min, K->max);
   if (json_object_is_type(v, json_type_array)) {
     if (json_object_array_length(v) != 2)
       return type_error(e, what, K->name, want, v);
@@ -139,6 +139,8 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
   int host = 0, domain = 0, job = 0, channels = 32;
   /* without a figure: point-to-point reaches the collective rate */
   double p2p_nvl[2] = {1, 1}, p2p_nic[2] = {1, 1};
+  /* without a figure: calls cost nothing */
+  double call_us[2] = {0, 0};
   key keys[] = {
       {"name", K_STR, false, 0, 0, out->name, sizeof out->name},
       {"description", K_STR, false, 0, 0, out->description,
@@ -160,6 +162,7 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
       {"convert_gbps", K_NUM, false, 1e-6, 1e7, &convert, 0},
       {"p2p_nvlink_fraction", K_RANGE, false, 1e-6, 1, p2p_nvl, 0},
       {"p2p_nic_fraction", K_RANGE, false, 1e-6, 1, p2p_nic, 0},
+      {"p2p_call_us", K_RANGE, false, 0, 1e6, call_us, 0},
   };
   const int nkeys = (int)(sizeof keys / sizeof keys[0]);
   bool seen[sizeof keys / sizeof keys[0]] = {false};
@@ -283,7 +286,9 @@ int rt_cluster_parse(const char *text, const char *what, rt_cluster *out,
   for (int i = 0; i < 2; i++) {
     out->p2p_nvl_frac[i] = p2p_nvl[i];
     out->p2p_nic_frac[i] = p2p_nic[i];
+    out->call_range_s[i] = call_us[i] * 1e-6;
   }
+  out->call_s = out->call_range_s[0];
   return 0;
 }
 
@@ -293,6 +298,7 @@ void rt_cluster_at_end(const rt_cluster *c, int end, rt_cluster *out) {
   *out = *c;
   out->nvl_bw = c->coll_nvl_bw * c->p2p_nvl_frac[i];
   out->nic_bw = c->coll_nic_bw * c->p2p_nic_frac[i];
+  out->call_s = c->call_range_s[end == RT_END_FAST ? 0 : 1];
 }
 
 int rt_cluster_read_file(const char *path, rt_cluster *out, rt_err *e) {

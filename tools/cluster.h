@@ -40,6 +40,12 @@ typedef struct rt_cluster {
    * the rates above, before any fraction is applied. */
   double p2p_nvl_frac[2], p2p_nic_frac[2];
   double coll_nvl_bw, coll_nic_bw;
+  /* The fixed cost of one call (a grouped round of sends and receives, or
+   * a collective), in seconds, [0] low and [1] high, from the key
+   * p2p_call_us (default 0: nothing added); call_s: the one in use, the
+   * low end but at the slow end of the ranges. */
+  double call_range_s[2];
+  double call_s;
 } rt_cluster;
 
 /* The ends of a prediction's range: RT_END_FAST, the sources' most

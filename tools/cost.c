@@ -25,6 +25,7 @@ void rt_load_init(rt_load *l, int world) {
     l->msgs[k] = rt_xcalloc((size_t)world, sizeof(double));
   }
   l->convert = rt_xcalloc((size_t)world, sizeof(double));
+  l->calls = rt_xcalloc((size_t)world, sizeof(double));
 }
 
 void rt_load_clear(rt_load *l) {
@@ -33,6 +34,7 @@ void rt_load_clear(rt_load *l) {
     memset(l->msgs[k], 0, sizeof(double) * (size_t)l->world);
   }
   memset(l->convert, 0, sizeof(double) * (size_t)l->world);
+  memset(l->calls, 0, sizeof(double) * (size_t)l->world);
   l->inter = l->intra = l->local = 0;
 }
 
@@ -43,6 +45,7 @@ void rt_load_free(rt_load *l) {
     free(l->msgs[k]);
   }
   free(l->convert);
+  free(l->calls);
   memset(l, 0, sizeof *l);
 }
 
@@ -71,13 +74,20 @@ void rt_load_add_convert(rt_load *l, int rank, double bytes) {
   l->convert[rank] += bytes;
 }
 
+void rt_load_add_calls(rt_load *l, int rank, double n) {
+  l->calls[rank] += n;
+}
+
 void rt_load_accumulate(rt_load *l, const rt_load *o, double k) {
   for (int x = 0; x < RT_NLINK; x++)
     for (int r = 0; r < l->world; r++) {
       l->bytes[x][r] += k * o->bytes[x][r];
       l->msgs[x][r] += o->msgs[x][r];
     }
-  for (int r = 0; r < l->world; r++) l->convert[r] += k * o->convert[r];
+  for (int r = 0; r < l->world; r++) {
+    l->convert[r] += k * o->convert[r];
+    l->calls[r] += o->calls[r];
+  }
   l->inter += k * o->inter;
   l->intra += k * o->intra;
   l->local += k * o->local;
@@ -103,7 +113,7 @@ double rt_convert_time(const rt_cluster *c, double bytes) {
 }
 
 double rt_load_time(const rt_load *l, const rt_cluster *c, rt_hot *hot) {
-  rt_hot h = {-1, -1, 0, 0, 0, 0, 0, 0};
+  rt_hot h = {-1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   double worst = 0;
   for (int r = 0; r < l->world; r++) {
     int link = -1;
@@ -118,12 +128,13 @@ double rt_load_time(const rt_load *l, const rt_cluster *c, rt_hot *hot) {
       }
     }
     double conv = rt_convert_time(c, l->convert[r]);
+    double calls = l->calls[r] * c->call_s, total = slowest + conv + calls;
     /* between equal ranks, the first link in the order NVLink out,
      * NVLink in, NIC out, NIC in, copy; then the lowest rank */
-    bool tie = slowest + conv == worst && h.rank >= 0 && link >= 0 &&
+    bool tie = total == worst && h.rank >= 0 && link >= 0 &&
                (h.link < 0 || link < h.link);
-    if (slowest + conv > worst || tie) {
-      worst = slowest + conv;
+    if (total > worst || tie) {
+      worst = total;
       h.rank = r;
       h.link = link;
       h.bytes = link >= 0 ? l->bytes[link][r] : 0;
@@ -131,6 +142,8 @@ double rt_load_time(const rt_load *l, const rt_cluster *c, rt_hot *hot) {
       h.time = slowest;
       h.convert_bytes = l->convert[r];
       h.convert_time = conv;
+      h.calls = l->calls[r];
+      h.calls_time = calls;
     }
   }
   if (h.link >= 0) {

@@ -148,7 +148,7 @@ static void allgather_and_slice(const rt_job *job, const gb_tensor *sz,
     }
     double most = max_of(recv, W, NULL);
     if (most > 0) {
-      t_gather += most / bw + lat;
+      t_gather += most / bw + lat + c->call_s; /* one all-gather call */
       gathered++;
     }
   }
@@ -177,7 +177,7 @@ static void allgather_and_slice(const rt_job *job, const gb_tensor *sz,
   if (ideal) {
     ideal->bytes_inter = inter;
     ideal->bytes_intra = intra;
-    ideal->time = most > 0 ? most / bw + lat : 0;
+    ideal->time = most > 0 ? most / bw + lat + c->call_s : 0;
     snprintf(ideal->note, sizeof ideal->note,
              "colocated: whole model (%.1f GB) in one pipelined ring "
              "all-gather at %.0f GB/s, slicing hidden",
@@ -257,9 +257,10 @@ static void gather_then_bcast(const rt_job *job, const gb_tensor *sz,
       bool flush = t == job->model.n ||
                    (in_stage && in_bucket > 0 && in_bucket + tb > bucket_bytes);
       if (flush && in_bucket > 0) {
-        double tg = rt_load_time(&bucket, c, NULL);
+        /* a call to gather the bucket, and one to broadcast it */
+        double tg = rt_load_time(&bucket, c, NULL) + c->call_s;
         double tq = rt_convert_time(c, to_convert);
-        double tbc = to_send / bw + lat;
+        double tbc = to_send / bw + lat + c->call_s;
         t_gather += tg;
         t_convert += tq;
         t_bcast += tbc;
@@ -306,7 +307,7 @@ static void gather_then_bcast(const rt_job *job, const gb_tensor *sz,
              nbuckets, t_gather, busiest, who, gh.bytes / 1e9, t_bcast,
              bw / 1e9);
   if (ideal) {
-    ideal->time = sent / bw + lat;
+    ideal->time = sent / bw + lat + c->call_s;
     ideal->bytes_inter = bc_inter;
     ideal->bytes_intra = bc_intra;
     snprintf(ideal->note, sizeof ideal->note,

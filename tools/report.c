@@ -357,9 +357,14 @@ static void hot_text(const rt_report *r, const rt_result *res, char *buf,
   else
     at = (size_t)snprintf(buf, n, "%s", who);
   if (res->hot.convert_time > 0 && at < n)
-    snprintf(buf + at, n - at, " + converting %s of %s in %.4f s after it",
-             rt_fmt_bytes(res->hot.convert_bytes, b, sizeof b),
-             rt_dtype_word(r->job->dtypes.train), res->hot.convert_time);
+    at += (size_t)snprintf(buf + at, n - at,
+                           " + converting %s of %s in %.4f s after it",
+                           rt_fmt_bytes(res->hot.convert_bytes, b, sizeof b),
+                           rt_dtype_word(r->job->dtypes.train),
+                           res->hot.convert_time);
+  if (res->hot.calls_time > 0 && at < n)
+    snprintf(buf + at, n - at, " + %.0f calls in %.4f s", res->hot.calls,
+             res->hot.calls_time);
 }
 
 /* "0.352" or "n/a"; a time over ours ("2.07x") likewise. */
@@ -513,12 +518,14 @@ void rt_report_print(const rt_report *r, FILE *f) {
   fprintf(f, "plan quality (ours / lower bound): %.3f\n", q);
   fprintf(f, "ranges: the same model with point-to-point at the ends of "
              "p2p_nvlink_fraction [%.2f, %.2f] and p2p_nic_fraction "
-             "[%.2f, %.2f] of the collective rates (docs/MODEL.md). Times "
+             "[%.2f, %.2f] of the collective rates, and every call at "
+             "p2p_call_us [%.1f, %.1f] (docs/MODEL.md). Times "
              "are uncalibrated: ratios between point-to-point strategies "
              "hold at both ends; ratios against gather+broadcast (a "
              "collective) do not.\n",
           c->p2p_nvl_frac[0], c->p2p_nvl_frac[1], c->p2p_nic_frac[0],
-          c->p2p_nic_frac[1]);
+          c->p2p_nic_frac[1], c->call_range_s[0] * 1e6,
+          c->call_range_s[1] * 1e6);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -565,6 +572,8 @@ static json_object *result_json(const rt_report *r, const rt_result *x) {
       json_object_object_add(h, "convert_bytes", jd(x->hot.convert_bytes));
       json_object_object_add(h, "convert_s", jd(x->hot.convert_time));
     }
+    json_object_object_add(h, "calls", jd(x->hot.calls));
+    json_object_object_add(h, "calls_s", jd(x->hot.calls_time));
     json_object_object_add(o, "hot_spot", h);
   }
   json_object_object_add(o, "note", js(x->note));
@@ -619,6 +628,7 @@ char *rt_report_json(const rt_report *r) {
   json_object_object_add(cl, "nic_bytes_per_s", jd(c->nic_bw));
   json_object_object_add(cl, "nvlink_latency_s", jd(c->nvl_lat));
   json_object_object_add(cl, "nic_latency_s", jd(c->nic_lat));
+  json_object_object_add(cl, "call_s", jd(c->call_s));
   json_object_object_add(cl, "copy_bytes_per_s", jd(c->copy_bw));
   json_object_object_add(cl, "convert_bytes_per_s", jd(c->convert_bw));
   json_object_object_add(cl, "bcast_bytes_per_s", jd(rt_bcast_bw(job)));
@@ -700,6 +710,10 @@ char *rt_report_json(const rt_report *r) {
   json_object_array_add(a, jd(c->p2p_nic_frac[0]));
   json_object_array_add(a, jd(c->p2p_nic_frac[1]));
   json_object_object_add(rg, "p2p_nic_fraction", a);
+  a = json_object_new_array();
+  json_object_array_add(a, jd(c->call_range_s[0] * 1e6));
+  json_object_array_add(a, jd(c->call_range_s[1] * 1e6));
+  json_object_object_add(rg, "p2p_call_us", a);
   json_object_object_add(root, "ranges", rg);
   json_object_object_add(root, "plan_quality",
                          jd(r->lb.time > 0 ? r->ours.time / r->lb.time : 0));

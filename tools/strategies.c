@@ -97,12 +97,24 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
   }
   size_t nmsg = 0;
   int last_src = -1, last_dst = -1, last_round = -1;
+  /* A rank's calls are its steps: one group of sends and receives for
+   * every (round, stage) it sends or receives in. Moves come in that
+   * order, so a rank's last step tells a new one. */
+  int64_t *last_step = rt_xmalloc(sizeof *last_step * (size_t)W);
+  for (int r = 0; r < W; r++) last_step[r] = -1;
   for (int64_t i = 0; i < nm; i++) {
-    int t, src, dst, round;
+    int t, src, dst, round, stage;
     rs_route route;
     int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS];
-    rs_plan_move_info(plan, i, &t, &src, &dst, &route, &round, NULL);
+    rs_plan_move_info(plan, i, &t, &src, &dst, &route, &round, &stage);
     bool copy = route == RS_ROUTE_LOCAL;
+    int64_t step = (int64_t)round * 2 + stage;
+    for (int end = 0; !copy && end < 2; end++) {
+      int rank = end ? dst : src;
+      if (last_step[rank] == step) continue;
+      last_step[rank] = step;
+      rt_load_add_calls(load, rank, 1);
+    }
     /* The moves of one message are consecutive (rs_plan_move_info): a
      * message per run of (round, sender, receiver), on the move's link; a
      * local move is a copy in the rank's memory (src == dst). */
@@ -129,6 +141,7 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
   }
   free(esize);
   free(ndim);
+  free(last_step);
   res->time = rt_load_time(load, &job->cluster, &res->hot);
   rt_load_time_ends(load, NULL, &job->cluster, &res->time_low,
                     &res->time_high);
@@ -265,6 +278,7 @@ static double pregather(const rt_job *job, const rt_tensor *t,
                     g - 1);
         total += ent[m].recv;
       }
+      rt_load_add_calls(pre, ent[m].rank, 1); /* its all-gather */
     }
     i = j;
   }
@@ -326,9 +340,32 @@ static bool group_holds(const rt_group *g, int rank) {
   return lo < g->n && g->ranks[lo] == rank;
 }
 
+/* The calls a rank makes for one tensor of the reference: one reshard
+ * call for the tensor where it sends or receives, and a second where it
+ * forwards what it received (a leader of the hierarchical scheme), which
+ * it can only do once that arrived. role[] is world entries of 0, left
+ * so; touched[] has room for the world. */
+typedef struct ref_calls {
+  char *role;
+  int *touched, n;
+} ref_calls;
+
+static void take_part(ref_calls *c, int rank, char role) {
+  if (!c->role[rank]) c->touched[c->n++] = rank;
+  if (role > c->role[rank]) c->role[rank] = role;
+}
+
+static void charge_calls(ref_calls *c, rt_load *load) {
+  for (int i = 0; i < c->n; i++) {
+    rt_load_add_calls(load, c->touched[i], c->role[c->touched[i]]);
+    c->role[c->touched[i]] = 0;
+  }
+  c->n = 0;
+}
+
 static void ref_tensor(const rt_job *job, const rt_groups *S,
                        const rt_groups *D, double esize, bool hier,
-                       rt_load *load) {
+                       ref_calls *calls, rt_load *load) {
   const int *dom = job->domain;
   int ns = S->n, nd = D->n;
   if (!ns || !nd) return;
@@ -352,10 +389,13 @@ static void ref_tensor(const rt_job *job, const rt_groups *S,
           if (rt_job_colocated(job) && group_holds(&S->g[j], to)) h = to;
           rt_load_add(load, dom, h, to, (double)rt_box_volume(&piece) * esize,
                       1);
+          take_part(calls, h, 1);
+          take_part(calls, to, 1);
         }
       }
     free(pos);
     free(cnt);
+    charge_calls(calls, load);
     return;
   }
   /* Node offset of every destination replica, from shard 0's ranks. */
@@ -398,9 +438,13 @@ static void ref_tensor(const rt_job *job, const rt_groups *S,
           int leader = G->ranks[seg[s] + idx];
           /* injection into the first domain, a ring hop into the next */
           rt_load_add(load, dom, s == 0 ? h : prev, leader, bytes, 1);
+          take_part(calls, s == 0 ? h : prev, 1);
+          take_part(calls, leader, L > 1 || s + 1 < nseg ? 2 : 1);
           for (int r = seg[s]; r < seg[s + 1]; r++) /* NVLink fan-out */
-            if (G->ranks[r] != leader)
+            if (G->ranks[r] != leader) {
               rt_load_add(load, dom, leader, G->ranks[r], bytes, 1);
+              take_part(calls, G->ranks[r], 1);
+            }
           prev = leader;
         }
       }
@@ -409,6 +453,7 @@ static void ref_tensor(const rt_job *job, const rt_groups *S,
   free(noff);
   free(pos);
   free(cnt);
+  charge_calls(calls, load);
 }
 
 static double dst_volume(const rt_groups *D) {
@@ -472,6 +517,8 @@ void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
   }
   qsort(order, (size_t)job->model.n, sizeof *order, cmp_pat);
   int *per_stage = rt_xcalloc((size_t)job->train.pp, sizeof *per_stage);
+  ref_calls calls = {rt_xcalloc((size_t)job->world, 1),
+                     rt_xmalloc(sizeof(int) * (size_t)job->world), 0};
   for (int o = 0; o < job->model.n; o++) {
     int t = order[o].tensor;
     const rt_tensor *x = &job->model.t[t];
@@ -536,7 +583,7 @@ void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
       adapted = true;
     }
     st.tensors_adapted += adapted;
-    ref_tensor(job, &S, &D, esize * pad, hier, &phase);
+    ref_tensor(job, &S, &D, esize * pad, hier, &calls, &phase);
     rt_groups_free(&S);
     rt_groups_free(&D);
     per_stage[rt_train_stage(&job->model, &job->train, t)]++;
@@ -555,6 +602,8 @@ void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
   }
   free(order);
   free(per_stage);
+  free(calls.role);
+  free(calls.touched);
   rt_load_free(&phase);
   rt_hot prehot;
   st.pregather_time = rt_load_time(&pre, &job->cluster, &prehot);

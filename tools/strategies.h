@@ -31,9 +31,10 @@ void rt_result_init(rt_result *r, const char *key, const char *label);
  * per-rank figures count them (in the dtype that travels); elements a rank
  * converts (RS_STAT_CONVERTED_SENDING + _RECEIVING, read in the trainer's
  * dtype) are its conversion; one message per (round, sender, receiver) of
- * its moves. load must be initialised for job->world; matrix (may be
- * NULL) gets world*world bytes, [src*world + dst] (where dtypes change,
- * each sender's row split by its moves' elements). */
+ * its moves, and one call per (round, stage) a rank sends or receives in
+ * (a step of the executor). load must be initialised for job->world;
+ * matrix (may be NULL) gets world*world bytes, [src*world + dst] (where
+ * dtypes change, each sender's row split by its moves' elements). */
 int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
                      double *matrix, rt_result *res, double *messages,
                      double *bytes_local, rt_err *e);
@@ -68,7 +69,9 @@ typedef struct rt_ref_stats {
  * uniform load balance gives it. Layouts outside its rules (one sharded
  * mesh axis per side, even shards, at most 16 source shards per
  * destination shard) are first brought inside them: a pre-gather on the
- * source, a coarser destination, padding. */
+ * source, a coarser destination, padding. Calls: one per tensor a rank
+ * sends or receives, two where it forwards what it received, one per
+ * pre-gather. */
 void rt_strategy_reference(const rt_job *job, bool hierarchical, rt_load *load,
                            rt_result *res, rt_ref_stats *stats);
 
@@ -79,7 +82,9 @@ void rt_strategy_reference(const rt_job *job, bool hierarchical, rt_load *load,
  * Colocated (verl, OpenRLHF, NeMo RL): rl: one ring all-gather of each full
  * tensor over all ranks (each receives what it does not hold), then per
  * bucket every rank copies its inference slice out of the full tensors;
- * ideal: the whole model in one pipelined all-gather, slicing hidden. */
+ * ideal: the whole model in one pipelined all-gather, slicing hidden.
+ * Calls: one gather and one broadcast a bucket, one all-gather a tensor
+ * colocated, one for the ideal. */
 void rt_strategy_gather_bcast(const rt_job *job, double bucket_bytes,
                               rt_result *rl, rt_result *ideal);
 /* The same as RL frameworks run it with a dtype change (--infer-dtype

@@ -189,6 +189,59 @@ Test(cluster, p2p_fraction_ranges) {
   }
 }
 
+/* The fixed cost of a call: p2p_call_us, a number or [low, high] in
+ * microseconds; the point takes the low end, the slow end the high one. */
+Test(cluster, call_cost_range) {
+  rt_cluster c, end;
+  rt_err e;
+  cr_assert_eq(rt_cluster_parse("{\"gpus_per_domain\": 8, \"nvlink_gbps\": "
+                                "400, \"nic_gbps\": 50, \"p2p_call_us\": "
+                                "[4, 30]}",
+                                "calls", &c, &e),
+               0, "%s", e.msg);
+  cr_expect_float_eq(c.call_range_s[0], 4e-6, 1e-15);
+  cr_expect_float_eq(c.call_range_s[1], 30e-6, 1e-15);
+  cr_expect_float_eq(c.call_s, 4e-6, 1e-15, "the point: the fast end");
+  rt_cluster_at_end(&c, RT_END_FAST, &end);
+  cr_expect_float_eq(end.call_s, 4e-6, 1e-15);
+  rt_cluster_at_end(&c, RT_END_SLOW, &end);
+  cr_expect_float_eq(end.call_s, 30e-6, 1e-15);
+  cr_assert_eq(rt_cluster_parse("{\"gpus_per_domain\": 8, \"nvlink_gbps\": "
+                                "400, \"nic_gbps\": 50, \"p2p_call_us\": 0}",
+                                "free calls", &c, &e),
+               0, "%s", e.msg);
+  cr_expect_eq(c.call_s, 0);
+  /* without the key calls cost nothing; every preset carries a range */
+  cr_assert_eq(rt_cluster_parse("{\"gpus_per_domain\": 8, \"nvlink_gbps\": "
+                                "400, \"nic_gbps\": 50}",
+                                "plain", &c, &e),
+               0, "%s", e.msg);
+  rt_cluster_at_end(&c, RT_END_SLOW, &end);
+  cr_expect_eq(end.call_s, 0);
+  for (int i = 0; i < rt_cluster_preset_count(); i++) {
+    cr_assert_eq(rt_cluster_load(rt_cluster_preset_name(i), &c, &e), 0,
+                 "%s", e.msg);
+    cr_expect_gt(c.call_range_s[0], 0, "%s", c.name);
+    cr_expect_lt(c.call_range_s[0], c.call_range_s[1], "%s", c.name);
+  }
+  const char *bad[][2] = {
+      {"[30, 4]", "low end (30) is above its high"},
+      {"-1", "[0, 1e+06]"},
+      {"[1, 2, 3]", "[low, high]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"gpus_per_domain\": 8, \"nvlink_gbps\": 400, "
+             "\"nic_gbps\": 50, \"p2p_call_us\": %s}",
+             bad[i][0]);
+    cr_expect_eq(rt_cluster_parse(text, "bad", &c, &e), -1, "%s", text);
+    cr_expect(strstr(e.msg, "'p2p_call_us'") != NULL, "names the key: %s",
+              e.msg);
+    cr_expect(strstr(e.msg, bad[i][1]) != NULL, "says why: %s", e.msg);
+  }
+}
+
 Test(cluster, bad_p2p_fraction_range_names_the_key) {
   rt_cluster c;
   rt_err e;

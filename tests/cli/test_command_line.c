@@ -216,6 +216,11 @@ Test(cli, plan_json_writes_the_plan_itself) {
   cr_expect_eq(json_object_get_double(rounds), plan_figure(table, "rounds"));
   cr_expect(!json_object_get_boolean(boxes), "the CLI plans without boxes");
   double inter = 0;
+  /* a rank's calls: the (round, stage) pairs it sends or receives in */
+  enum { MAX_RANKS = 64, MAX_STEPS = 4096 };
+  static bool in_step[MAX_RANKS][MAX_STEPS];
+  memset(in_step, 0, sizeof in_step);
+  int calls[MAX_RANKS] = {0};
   for (size_t i = 0; i < n; i++) {
     json_object *m = json_object_array_get_idx(moves, i), *v = NULL;
     for (const char *k = "round\0stage\0bytes\0src\0dst\0"; *k;
@@ -223,13 +228,50 @@ Test(cli, plan_json_writes_the_plan_itself) {
       cr_assert(json_object_object_get_ex(m, k, &v), "move %zu lacks %s", i,
                 k);
     cr_assert(json_object_object_get_ex(m, "route", &v));
-    if (!strcmp(json_object_get_string(v), "inter")) {
+    const char *route = json_object_get_string(v);
+    if (!strcmp(route, "inter")) {
       json_object_object_get_ex(m, "bytes", &v);
       inter += json_object_get_double(v);
+    }
+    if (!strcmp(route, "local")) continue;
+    json_object_object_get_ex(m, "round", &v);
+    int step = json_object_get_int(v) * 2;
+    json_object_object_get_ex(m, "stage", &v);
+    step += json_object_get_int(v);
+    cr_assert_lt(step, MAX_STEPS);
+    for (const char *end = "src\0dst\0"; *end; end += 4) {
+      json_object *e = NULL, *rank = NULL;
+      json_object_object_get_ex(m, end, &e);
+      cr_assert(json_object_object_get_ex(e, "rank", &rank));
+      int r = json_object_get_int(rank);
+      cr_assert(r >= 0 && r < MAX_RANKS);
+      calls[r] += !in_step[r][step];
+      in_step[r][step] = true;
     }
   }
   cr_expect(inter > 0);
   cr_expect_eq(inter, plan_figure(table, "bytes_inter"));
+  /* the table prices the hot spot's calls, one a step, after its link */
+  json_object *strategies = NULL, *ours = NULL, *hot = NULL, *v = NULL;
+  cr_assert(json_object_object_get_ex(table, "strategies", &strategies));
+  ours = json_object_array_get_idx(strategies, 0);
+  cr_assert(json_object_object_get_ex(ours, "hot_spot", &hot));
+  cr_assert(json_object_object_get_ex(hot, "rank", &v));
+  int hot_rank = json_object_get_int(v);
+  cr_assert(hot_rank >= 0 && hot_rank < MAX_RANKS);
+  cr_assert(json_object_object_get_ex(hot, "calls", &v));
+  cr_expect_eq(json_object_get_double(v), calls[hot_rank]);
+  cr_expect_gt(calls[hot_rank], 0);
+  double link_s, calls_s, time_s;
+  cr_assert(json_object_object_get_ex(hot, "time_s", &v));
+  link_s = json_object_get_double(v);
+  cr_assert(json_object_object_get_ex(hot, "calls_s", &v));
+  calls_s = json_object_get_double(v);
+  cr_assert(json_object_object_get_ex(ours, "time_s", &v));
+  time_s = json_object_get_double(v);
+  cr_expect_float_eq(calls_s, calls[hot_rank] * 3.7e-6, 1e-12,
+                     "dgx-h100: 3.7 us a call at the point");
+  cr_expect_float_eq(time_s, link_s + calls_s, 1e-12);
   json_object_put(plan);
   json_object_put(table);
   free(text);

@@ -58,6 +58,47 @@ Test(cost, routing_and_the_slowest_link) {
   rt_load_free(&l);
 }
 
+/* A rank's calls come after its slowest link, each at the cluster's call
+ * time, and can make a rank with less traffic the slowest. */
+Test(cost, calls_add_after_the_slowest_link) {
+  rt_cluster c = lab();
+  c.call_range_s[0] = c.call_s = 10e-6;
+  c.call_range_s[1] = 40e-6;
+  const int domain[4] = {0, 0, 1, 1};
+  rt_load l;
+  rt_load_init(&l, 4);
+  rt_load_add(&l, domain, 0, 2, 1e6, 1); /* NIC: 100 us + 2 us */
+  rt_load_add(&l, domain, 1, 3, 1e5, 1); /* NIC: 10 us + 2 us */
+  rt_load_add_calls(&l, 0, 1);
+  rt_load_add_calls(&l, 1, 3);
+  rt_hot hot;
+  cr_expect_float_eq(rt_load_time(&l, &c, &hot), 102e-6 + 10e-6, 1e-15);
+  cr_expect_eq(hot.rank, 0);
+  cr_expect_float_eq(hot.calls, 1, 1e-12);
+  cr_expect_float_eq(hot.calls_time, 10e-6, 1e-15);
+  rt_load_add_calls(&l, 1, 7); /* 10 calls: 12 us + 100 us */
+  cr_expect_float_eq(rt_load_time(&l, &c, &hot), 112e-6, 1e-15);
+  cr_expect_eq(hot.rank, 1, "more calls, less traffic");
+  cr_expect_eq(hot.link, RT_NIC_OUT);
+  /* a rank that only calls */
+  rt_load_add_calls(&l, 3, 20);
+  cr_expect_float_eq(rt_load_time(&l, &c, &hot), 200e-6 + 12e-6, 1e-15);
+  cr_expect_eq(hot.rank, 3);
+  double low, high;
+  rt_load_time_ends(&l, NULL, &c, &low, &high);
+  cr_expect_float_eq(low, 212e-6, 1e-15);
+  cr_expect_float_eq(high, 20 * 40e-6 + 12e-6, 1e-15, "calls at the slow end");
+  /* accumulating adds calls, unscaled, like messages */
+  rt_load other;
+  rt_load_init(&other, 4);
+  rt_load_accumulate(&other, &l, 2);
+  cr_expect_float_eq(other.calls[3], 20, 1e-12);
+  rt_load_clear(&l);
+  cr_expect_eq(l.calls[3], 0);
+  rt_load_free(&other);
+  rt_load_free(&l);
+}
+
 /* Tiny dense model: trainer TP2 on ranks 0-1 (domain 0), inference TP2 x
  * DP2 on ranks 2-5 (domains 1 and 2). Every tensor is sharded alike on
  * both sides, so each inference rank needs exactly what one trainer rank
@@ -126,6 +167,34 @@ Test(cost, strategies_on_a_tiny_job) {
     }
   cr_expect_float_eq(rl.time, sent / 100e9 + msgs * 1e-6 + ideal.time, 1e-12,
                      "%s", rl.note);
+
+  /* Every call at 1 us: the direct sender takes part in every tensor (one
+   * call each); the ideal broadcast is one call; the RL variant's bucket
+   * one gather call and one broadcast call. */
+  const double call = 1e-6;
+  job.cluster.call_range_s[0] = job.cluster.call_s = call;
+  job.cluster.call_range_s[1] = 2 * call;
+  rt_result direct_calls;
+  rt_load_clear(&l);
+  rt_strategy_reference(&job, false, &l, &direct_calls, &st);
+  cr_expect_float_eq(l.calls[0], ntensors, 1e-12);
+  cr_expect_float_eq(direct_calls.time, direct.time + ntensors * call, 1e-12);
+  cr_expect_float_eq(direct_calls.time_high - direct_calls.time_low,
+                     direct.time_high - direct.time_low + ntensors * call,
+                     1e-12, "the slow end pays twice as much a call");
+  /* hierarchical: a leader of the first inference domain forwards (the
+   * ring hop), so it calls twice for a sharded tensor */
+  rt_result hier_calls;
+  rt_load_clear(&l);
+  rt_strategy_reference(&job, true, &l, &hier_calls, &st);
+  cr_expect_float_eq(l.calls[0], ntensors, 1e-12);
+  cr_expect_gt(l.calls[2] + l.calls[3], ntensors);
+  cr_expect_geq(hier_calls.time, hier.time + ntensors * call - 1e-12);
+  rt_result rl_calls, ideal_calls;
+  rt_strategy_gather_bcast(&job, 1e18, &rl_calls, &ideal_calls);
+  cr_expect_float_eq(ideal_calls.time, ideal.time + call, 1e-12);
+  cr_expect_float_eq(rl_calls.time, rl.time + 2 * call, 1e-12, "%s",
+                     rl_calls.note);
   rt_load_free(&l);
   rt_job_free(&job);
 }
