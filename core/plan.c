@@ -959,11 +959,32 @@ static rs_status deliver_inside(planner *p, const int64_t *off,
   return relay ? end_unit(p) : RS_OK;
 }
 
+/* Whether the entry forwards a piece it wants whole better from a relay
+ * slot than from its own memory: where the piece is large enough to go
+ * straight (staging.h) but not one contiguous run of the entry's memory,
+ * every forward from there is packed anew and staged, and the crossing is
+ * unpacked through staging too; into a slot it lands straight, every
+ * forward leaves straight from it, and the entry copies its own part out
+ * once. Not for conversions (their moves are always staged) nor for
+ * block-scaled values, whose scales a slot cannot hold. */
+static bool forward_from_slot(const planner *p, const int64_t *ext,
+                              const needer *entry) {
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  if (cv->scales >= 0 || cv->src_dtype != cv->dst_dtype) return false;
+  int64_t vol;
+  rsi_box_volume(p->ndim, ext, &vol);
+  if (vol * (int64_t)rsi_dtype_size(cv->dst_dtype) < RSI_DIRECT_BYTES)
+    return false;
+  return !rsi_shard_box_contiguous(p->plan, RS_SIDE_DST, entry->shard,
+                                   p->ndim, ext);
+}
+
 /* Deliver piece (off, ext) from outside the domain to its needers
  * p->near[0 .. nnear), `count` of which it meets: it crosses once, from
  * (src_kind, src_index) at src_rank, into `entry` (see deliver), and is
  * forwarded inside the domain; from entry's own memory where it wants all
- * of the piece (`whole`), else from a relay slot in its staging. */
+ * of the piece (`whole`), else, or where forward_from_slot says so, from a
+ * relay slot in its staging. */
 static rs_status deliver_across(planner *p, const int64_t *off,
                                 const int64_t *ext, int64_t nnear,
                                 int64_t count, const needer *entry, bool whole,
@@ -991,12 +1012,13 @@ static rs_status deliver_across(planner *p, const int64_t *off,
 
   int from_kind;
   int64_t from_index = 0;
+  if (whole && forward_from_slot(p, ext, entry)) whole = false;
   if (whole) { /* forwarded from the entry's own memory */
     RSI_TRY(push_move(p, off, ext, src_kind, src_index, src_rank, RSI_EP_DST,
                       entry->shard, entry->rank, 0, 0));
     from_kind = RSI_EP_DST;
     from_index = entry->shard;
-  } else { /* no needer wants all of it: a relay slot in staging */
+  } else { /* a relay slot in staging */
     const rsi_conversion *cv = &p->plan->conv[p->tensor];
     RSI_TRY(push_relay(p, entry->rank, off, ext,
                        wire_dtype(cv->src_dtype, cv->dst_dtype),

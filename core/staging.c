@@ -41,11 +41,17 @@ bool rsi_move_contiguous(const rs_plan *plan, const rsi_move *m, bool src) {
     rsi_box_dense_strides(nd, plan->boxes.v + r->box + nd, strides);
     return row_major(nd, rsi_move_extent(plan, m), strides);
   }
-  const rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC
-                                                        : RS_SIDE_DST];
-  const rsi_shard *s = &side->shards[src ? m->src_index : m->dst_index];
-  return row_major(nd, rsi_move_extent(plan, m),
-                   rsi_shard_strides(&side->pool, s, nd));
+  return rsi_shard_box_contiguous(plan, kind == RSI_EP_SRC ? RS_SIDE_SRC
+                                                         : RS_SIDE_DST,
+                                  src ? m->src_index : m->dst_index, nd,
+                                  rsi_move_extent(plan, m));
+}
+
+bool rsi_shard_box_contiguous(const rs_plan *plan, int side, int64_t shard,
+                              int ndim, const int64_t *ext) {
+  const rsi_side *sd = &plan->side[side];
+  return row_major(ndim, ext,
+                   rsi_shard_strides(&sd->pool, &sd->shards[shard], ndim));
 }
 
 int64_t rsi_segment_staging(const rs_plan *plan, const rsi_segment *g,

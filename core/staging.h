@@ -54,6 +54,11 @@ rsi_segment rsi_segment_at(const rs_plan *plan, const rsi_message *msg,
  * it. The planner stores both ends in m->contiguous when it makes m. */
 bool rsi_move_contiguous(const rs_plan *plan, const rsi_move *m, bool src);
 
+/* Whether a box of extent ext inside shard `shard` of `side` (RS_SIDE_SRC
+ * or RS_SIDE_DST) is one contiguous run of its memory. */
+bool rsi_shard_box_contiguous(const rs_plan *plan, int side, int64_t shard,
+                              int ndim, const int64_t *ext);
+
 /* Staging a segment needs at one end: 0 when it goes straight. */
 int64_t rsi_segment_staging(const rs_plan *plan, const rsi_segment *g,
                             bool src);

@@ -433,6 +433,42 @@ Test(exec_direct, large_strided_pieces, .timeout = 60) {
   direct_equals_staged(&j, 6, 3, true);
 }
 
+/* Column quarters of a tensor into two replicas of its first column half
+ * in the next domain (ranks 3 and 4, one with padded rows): each quarter
+ * is a piece above the 64 KiB segment threshold that is not one
+ * contiguous run of the replica it lands in, so it lands in a relay slot,
+ * is forwarded straight from there and copied out of it once (plan.c,
+ * forward_from_slot), where forwarding it from the replica's own memory
+ * would pack it for every forward. The second half goes to rank 5 alone,
+ * transposed. */
+Test(exec_direct, large_pieces_forwarded_from_a_slot, .timeout = 60) {
+  static tensor t[1];
+  t->name = "w";
+  t->from = t->to = RS_DTYPE_BF16;
+  t->shape[0] = 1024;
+  t->shape[1] = 256;
+  t->src[t->nsrc++] = (shard){0, 0, 0, 1024, 64, 0, false};
+  t->src[t->nsrc++] = (shard){1, 0, 64, 1024, 64, 8, false};
+  t->src[t->nsrc++] = (shard){2, 0, 128, 1024, 128, 0, false};
+  t->dst[t->ndst++] = (shard){3, 0, 0, 1024, 128, 0, false};
+  t->dst[t->ndst++] = (shard){4, 0, 0, 1024, 128, 16, false};
+  t->dst[t->ndst++] = (shard){5, 0, 128, 1024, 128, 0, true};
+  job j = {.t = t, .nt = 1};
+  make_plan(&j, 6, 3);
+  int64_t into_slot = 0, from_slot = 0, copied_out = 0;
+  for (int64_t i = 0; i < j.plan->nmoves; i++) {
+    const rsi_move *m = &j.plan->moves[i];
+    into_slot += m->dst_kind == RSI_EP_RELAY;
+    from_slot += m->src_kind == RSI_EP_RELAY && m->route != RS_ROUTE_LOCAL;
+    copied_out += m->src_kind == RSI_EP_RELAY && m->route == RS_ROUTE_LOCAL;
+  }
+  cr_expect_eq(into_slot, 2, "each quarter crosses once, into a slot");
+  cr_expect_eq(from_slot, 2, "and is forwarded from it to the other replica");
+  cr_expect_eq(copied_out, 2, "and copied out of it by the rank it entered");
+  finish(&j);
+  direct_equals_staged(&j, 6, 3, true);
+}
+
 /* bf16 values to fp8 with block scales of 4 x 8, on two domains of three.
  * Sources at ranks 0-1: cut at block boundaries (the sender quantizes) or
  * through blocks (the receiver does). Destinations: whole-block pieces on
