@@ -384,7 +384,10 @@ static void count_stats(rs_plan *plan) {
     if (m->src_dtype != m->dst_dtype || m->computes_scales)
       elems = m->bytes / (int64_t)rsi_dtype_size((rs_dtype)m->wire_dtype);
     if (m->route == RS_ROUTE_LOCAL) {
-      s->local += m->bytes;
+      if (m->src_kind == RSI_EP_RELAY)
+        s->relay_copied += m->bytes;
+      else
+        s->local += m->bytes;
       s->converted[1] += elems;
       continue;
     }

@@ -220,6 +220,9 @@ static int model_plan(worker *w, rs_context *ctx, rs_plan *plan) {
   rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTRA, &intra);
   rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTER, &inter);
   r->bytes_local = (double)local;
+  int64_t relayed = 0;
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_COPIED_FROM_RELAY, &relayed);
+  r->bytes_relay_copied = (double)relayed;
   r->bytes_intra = (double)intra;
   r->bytes_inter = (double)inter;
   r->bytes_needed = rt_job_needed_bytes(job);
@@ -425,7 +428,7 @@ void rt_report_print(const rt_report *r, FILE *f) {
   const rt_job *job = r->job;
   const rt_cluster *c = &job->cluster;
   bool moe = rt_model_is_moe(job->model.info);
-  char tr[160], in[96], b1[32], b2[32], b3[32], d1[32], d2[32];
+  char tr[160], in[96], b1[32], b2[32], b3[32], b4[32], d1[32], d2[32];
   rt_train_describe(&job->train, moe, tr, sizeof tr);
   rt_infer_describe(&job->infer, moe, in, sizeof in);
   bool colocated = rt_job_colocated(job);
@@ -462,14 +465,19 @@ void rt_report_print(const rt_report *r, FILE *f) {
   if (colocated)
     snprintf(held, sizeof held, "; held: %s",
              rt_fmt_bytes(r->bytes_held, b2, sizeof b2));
+  char relayed[96] = "";
+  if (r->bytes_relay_copied > 0)
+    snprintf(relayed, sizeof relayed, "; %s of what arrived landed in "
+                                      "relay slots and was copied out",
+             rt_fmt_bytes(r->bytes_relay_copied, b4, sizeof b4));
   fprintf(f, "bytes  : the inference ranks need %s: %s stay on the GPU "
              "(local copy%s), %s inside domains (NVLink), %s across domains "
-             "(NIC; must cross: %s)\n",
+             "(NIC; must cross: %s)%s\n",
           rt_fmt_bytes(r->bytes_needed, b1, sizeof b1),
           rt_fmt_bytes(r->bytes_local, d1, sizeof d1), held,
           rt_fmt_bytes(r->bytes_intra, b3, sizeof b3),
           rt_fmt_bytes(r->bytes_inter, d2, sizeof d2),
-          rt_fmt_bytes(r->lb.bytes_inter, b2, sizeof b2));
+          rt_fmt_bytes(r->lb.bytes_inter, b2, sizeof b2), relayed);
   rt_report_print_dtypes(r, f);
   fprintf(f, "\n%-34s %21s %9s %11s %11s  %s\n", "strategy",
           "time [s] (range)",
@@ -646,6 +654,8 @@ char *rt_report_json(const rt_report *r) {
   json_object_object_add(p, "bytes_needed", jd(r->bytes_needed));
   json_object_object_add(p, "bytes_local", jd(r->bytes_local));
   json_object_object_add(p, "bytes_held", jd(r->bytes_held));
+  json_object_object_add(p, "bytes_copied_from_relay",
+                         jd(r->bytes_relay_copied));
   json_object_object_add(p, "bytes_intra", jd(r->bytes_intra));
   json_object_object_add(p, "bytes_inter", jd(r->bytes_inter));
   json_object_object_add(p, "bytes_must_cross", jd(r->lb.bytes_inter));

@@ -28,6 +28,9 @@ typedef struct rt_report {
    * and what they need in all (rt_job_needed_bytes). */
   double bytes_local, bytes_intra, bytes_inter, bytes_needed;
   double bytes_held; /* of those needed, held by the rank itself */
+  /* copied out of relay slots (RS_STAT_BYTES_COPIED_FROM_RELAY): bytes
+   * that crossed into a domain once, counted in bytes_inter already */
+  double bytes_relay_copied;
   double model_params, model_bytes;
   rt_result ours, hier, direct, gb_rl, gb_ideal, lb;
   /* When dtypes change on the way (job->dsum.converts): elements each

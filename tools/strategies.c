@@ -74,6 +74,11 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
     load->intra += load->bytes[RT_NVL_OUT][r];
     load->inter += load->bytes[RT_NIC_OUT][r];
     load->local += load->bytes[RT_COPY][r];
+    /* copies out of relay slots take the GPU's memory too, but are not
+     * bytes the rank held */
+    int64_t relayed = 0;
+    rs_plan_stat(plan, r, RS_STAT_BYTES_COPIED_FROM_RELAY, &relayed);
+    load->bytes[RT_COPY][r] += (double)relayed;
     /* every conversion reads the trainer's dtype */
     int64_t sending = 0, receiving = 0;
     rs_plan_stat(plan, r, RS_STAT_CONVERTED_SENDING, &sending);

@@ -101,6 +101,7 @@ func (p *Plan) Stats(rank int) (Stats, error) {
 		{StatStagingBytes, &st.StagingBytes}, {StatMoves, &st.Moves},
 		{StatConvertedSending, &st.ConvertedSending},
 		{StatConvertedReceiving, &st.ConvertedReceiving},
+		{StatBytesCopiedFromRelay, &st.BytesCopiedFromRelay},
 	}
 	for _, f := range fields {
 		v, err := p.Stat(rank, f.s)

@@ -133,6 +133,10 @@ const (
 	// StatConvertedReceiving counts the elements the rank converts once
 	// they arrived, or in a copy inside the rank. Since 0.4.
 	StatConvertedReceiving = Stat(rsw.RS_STAT_CONVERTED_RECEIVING)
+	// StatBytesCopiedFromRelay counts the bytes the rank copies out of a
+	// relay slot: it received them once, forwards them to others of its
+	// domain and needs them itself. Not in StatBytesLocal. Since 0.5.
+	StatBytesCopiedFromRelay = Stat(rsw.RS_STAT_BYTES_COPIED_FROM_RELAY)
 )
 
 // ScaleRule says how the scale of a block of an fp8 tensor is chosen
@@ -342,7 +346,7 @@ type Stats struct {
 	BytesSentInter int64 // to ranks of other domains
 	BytesRecvIntra int64
 	BytesRecvInter int64
-	BytesLocal     int64 // copied inside the rank itself
+	BytesLocal     int64 // copied inside the rank itself, from what it holds
 	MessagesSent   int64
 	MessagesRecv   int64
 	Rounds         int64 // rounds of the whole plan
@@ -352,4 +356,7 @@ type Stats struct {
 	ConvertedSending int64
 	// elements converted once they arrived, or in a local copy (since 0.4)
 	ConvertedReceiving int64
+	// bytes copied out of a relay slot: received once, forwarded, and
+	// needed by the rank itself; not in BytesLocal (since 0.5)
+	BytesCopiedFromRelay int64
 }

@@ -252,6 +252,7 @@ local STATS = {
   { "moves", C.RS_STAT_MOVES },
   { "converted_sending", C.RS_STAT_CONVERTED_SENDING },
   { "converted_receiving", C.RS_STAT_CONVERTED_RECEIVING },
+  { "bytes_copied_from_relay", C.RS_STAT_BYTES_COPIED_FROM_RELAY },
 }
 local STAT = {}
 for _, s in ipairs(STATS) do STAT[s[1]] = s[2] end
@@ -1026,7 +1027,9 @@ end
 -- bytes_local, messages_sent, messages_recv, rounds, staging_bytes, moves,
 -- converted_sending (elements converted to another dtype before sending;
 -- an fp8 block's scale counts one), converted_receiving (elements
--- converted once they arrived, or in a copy inside the rank).
+-- converted once they arrived, or in a copy inside the rank),
+-- bytes_copied_from_relay (copied out of a relay slot: received once,
+-- forwarded, and needed by the rank itself; not in bytes_local).
 function Plan:stats(rank)
   local h = plan_handle(self)
   rank = toint32(rank or C.RS_ALL_RANKS, "rank")

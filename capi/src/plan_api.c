@@ -23,7 +23,8 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
   if (rank != RS_ALL_RANKS && (rank < 0 || rank >= plan->world_size))
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
                     plan->world_size);
-  if (stat < RS_STAT_BYTES_SENT_INTRA || stat > RS_STAT_CONVERTED_RECEIVING)
+  if (stat < RS_STAT_BYTES_SENT_INTRA ||
+      stat > RS_STAT_BYTES_COPIED_FROM_RELAY)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "unknown plan figure %d",
                     (int)stat);
   if (stat == RS_STAT_ROUNDS) {
@@ -49,6 +50,7 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
       case RS_STAT_MOVES: v += s->moves; break;
       case RS_STAT_CONVERTED_SENDING: v += s->converted[0]; break;
       case RS_STAT_CONVERTED_RECEIVING: v += s->converted[1]; break;
+      case RS_STAT_BYTES_COPIED_FROM_RELAY: v += s->relay_copied; break;
       case RS_STAT_ROUNDS: break;
     }
   }

@@ -454,7 +454,8 @@ static void check_queries(world *w, rs_plan *plan) {
                "move %lld leaves its tensor in dim %d", (long long)i, d);
   }
   for (int r = -1; r < w->size; r++)
-    for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_MOVES; s++) {
+    for (int s = RS_STAT_BYTES_SENT_INTRA;
+         s <= RS_STAT_BYTES_COPIED_FROM_RELAY; s++) {
       int64_t v = -1;
       FZ_CHECK(rs_plan_stat(plan, r, (rs_stat)s, &v) == RS_OK && v >= 0,
                "stat %d of rank %d: %lld", s, r, (long long)v);

@@ -429,13 +429,14 @@ static inline void rh_check_stats(const rh *h, int64_t staging_limit) {
   int64_t n = 0;
   rh_move *m = rh_moves(h, &n);
   int64_t sent = 0, recv = 0, moved = 0, local_moves = 0, max_stage = 0;
-  int64_t max_rounds = 0, msent = 0, mrecv = 0, part = 0;
+  int64_t max_rounds = 0, msent = 0, mrecv = 0, part = 0, relay_copies = 0;
   for (int r = 0; r < h->world; r++) {
     sent += rh_stat(h, r, RS_STAT_BYTES_SENT_INTRA) +
             rh_stat(h, r, RS_STAT_BYTES_SENT_INTER);
     recv += rh_stat(h, r, RS_STAT_BYTES_RECV_INTRA) +
             rh_stat(h, r, RS_STAT_BYTES_RECV_INTER);
     local_moves += rh_stat(h, r, RS_STAT_BYTES_LOCAL);
+    relay_copies += rh_stat(h, r, RS_STAT_BYTES_COPIED_FROM_RELAY);
     int64_t stg = rh_stat(h, r, RS_STAT_STAGING_BYTES);
     cr_assert(stg >= 0 && stg <= staging_limit, "%s: rank %d staging %lld > "
               "limit %lld", h->where, r, (long long)stg,
@@ -447,13 +448,14 @@ static inline void rh_check_stats(const rh *h, int64_t staging_limit) {
     int64_t rr = rh_stat(h, r, RS_STAT_ROUNDS);
     if (rr > max_rounds) max_rounds = rr;
   }
-  int64_t local_bytes = 0, want_part = 0;
+  int64_t local_bytes = 0, forwarded_local = 0, want_part = 0;
   for (int64_t i = 0; i < n; i++) {
     const rh_tensor *t = &h->t[m[i].tid];
     int64_t bytes = rt_volume(t->ndim, m[i].ext) * (int64_t)t->esize;
-    if (m[i].route == RS_ROUTE_LOCAL)
+    if (m[i].route == RS_ROUTE_LOCAL) {
       local_bytes += bytes;
-    else
+      if (m[i].fw) forwarded_local += bytes;
+    } else
       moved += bytes;
     want_part += m[i].route == RS_ROUTE_LOCAL ? 1 : 2;
   }
@@ -469,9 +471,14 @@ static inline void rh_check_stats(const rh *h, int64_t staging_limit) {
                (long long)sent, (long long)recv);
   cr_assert_eq(sent, moved, "%s: bytes sent %lld != non-local move bytes "
                "%lld", h->where, (long long)sent, (long long)moved);
-  cr_assert_eq(local_moves, local_bytes, "%s: BYTES_LOCAL %lld != local move "
-               "bytes %lld", h->where, (long long)local_moves,
-               (long long)local_bytes);
+  /* a copy out of a relay slot is a local move of the forwards' stage */
+  cr_assert_eq(local_moves + relay_copies, local_bytes, "%s: BYTES_LOCAL "
+               "%lld + BYTES_COPIED_FROM_RELAY %lld != local move bytes "
+               "%lld", h->where, (long long)local_moves,
+               (long long)relay_copies, (long long)local_bytes);
+  cr_assert_leq(relay_copies, forwarded_local, "%s: BYTES_COPIED_FROM_RELAY "
+                "%lld > bytes of forwarded local moves %lld", h->where,
+                (long long)relay_copies, (long long)forwarded_local);
   cr_assert_eq(rh_stat(h, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTRA) +
                    rh_stat(h, RS_ALL_RANKS, RS_STAT_BYTES_SENT_INTER),
                sent, "%s: RS_ALL_RANKS sent differs from the per-rank sum",

@@ -455,16 +455,33 @@ Test(exec_direct, large_pieces_forwarded_from_a_slot, .timeout = 60) {
   t->dst[t->ndst++] = (shard){5, 0, 128, 1024, 128, 0, true};
   job j = {.t = t, .nt = 1};
   make_plan(&j, 6, 3);
-  int64_t into_slot = 0, from_slot = 0, copied_out = 0;
+  int64_t into_slot = 0, from_slot = 0, copied_out = 0, copied_bytes = 0;
   for (int64_t i = 0; i < j.plan->nmoves; i++) {
     const rsi_move *m = &j.plan->moves[i];
+    bool out = m->src_kind == RSI_EP_RELAY && m->route == RS_ROUTE_LOCAL;
     into_slot += m->dst_kind == RSI_EP_RELAY;
-    from_slot += m->src_kind == RSI_EP_RELAY && m->route != RS_ROUTE_LOCAL;
-    copied_out += m->src_kind == RSI_EP_RELAY && m->route == RS_ROUTE_LOCAL;
+    from_slot += m->src_kind == RSI_EP_RELAY && !out;
+    copied_out += out;
+    copied_bytes += out ? m->bytes : 0;
   }
   cr_expect_eq(into_slot, 2, "each quarter crosses once, into a slot");
   cr_expect_eq(from_slot, 2, "and is forwarded from it to the other replica");
   cr_expect_eq(copied_out, 2, "and copied out of it by the rank it entered");
+  /* the copies out are their own figure: bytes_local stays what ranks
+   * hold, so received + local is what the destination needs */
+  int64_t v = -1, recv = 0, local = 0;
+  cr_assert_eq(rs_plan_stat(j.plan, RS_ALL_RANKS,
+                            RS_STAT_BYTES_COPIED_FROM_RELAY, &v), RS_OK);
+  cr_expect_eq(v, copied_bytes);
+  cr_expect_eq(v, 2 * 1024 * 64 * 2);
+  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_BYTES_LOCAL, &local);
+  cr_expect_eq(local, 0, "no rank holds what it needs");
+  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_BYTES_RECV_INTRA, &v);
+  recv += v;
+  rs_plan_stat(j.plan, RS_ALL_RANKS, RS_STAT_BYTES_RECV_INTER, &v);
+  recv += v;
+  cr_expect_eq(recv + local, (2 * 1024 * 128 + 1024 * 128) * 2,
+               "every destination byte received once");
   finish(&j);
   direct_equals_staged(&j, 6, 3, true);
 }

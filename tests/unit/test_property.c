@@ -277,8 +277,8 @@ static void check_parts(const rh *h, const char *where) {
     cr_assert_eq(fp, whole_fp, "%s: the part of rank %d has another "
                  "fingerprint", where, r);
     for (int q = 0; q < h->world; q++)
-      for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_CONVERTED_RECEIVING;
-           s++) {
+      for (int s = RS_STAT_BYTES_SENT_INTRA;
+           s <= RS_STAT_BYTES_COPIED_FROM_RELAY; s++) {
         int64_t a = -1, b = -2;
         rs_plan_stat(h->plan, q, (rs_stat)s, &a);
         rs_plan_stat(part, q, (rs_stat)s, &b);

@@ -564,7 +564,9 @@ typedef enum rs_stat {
   RS_STAT_BYTES_SENT_INTER = 2,  /**< to ranks of other domains */
   RS_STAT_BYTES_RECV_INTRA = 3,
   RS_STAT_BYTES_RECV_INTER = 4,
-  RS_STAT_BYTES_LOCAL = 5,       /**< copied inside the rank itself */
+  RS_STAT_BYTES_LOCAL = 5,       /**< copied inside the rank itself, from
+                                      what it holds (since 0.5 without
+                                      RS_STAT_BYTES_COPIED_FROM_RELAY) */
   RS_STAT_MESSAGES_SENT = 6,
   RS_STAT_MESSAGES_RECV = 7,
   RS_STAT_ROUNDS = 8,            /**< rounds of the whole plan */
@@ -577,9 +579,14 @@ typedef enum rs_stat {
                                         another dtype before sending them
                                         (fp8 scales count one a block)
                                         (@since 0.4) */
-  RS_STAT_CONVERTED_RECEIVING = 12 /**< elements it converts once they
+  RS_STAT_CONVERTED_RECEIVING = 12, /**< elements it converts once they
                                         arrived, or in a copy inside the
                                         rank (@since 0.4) */
+  RS_STAT_BYTES_COPIED_FROM_RELAY = 13 /**< copied inside the rank out of
+                                        a relay slot: bytes it received
+                                        once into staging, forwards to
+                                        others of its domain and needs
+                                        itself (@since 0.5) */
 } rs_stat;
 
 /**
