@@ -73,6 +73,7 @@ typedef struct rsi_rank_stats {
   int64_t sent[2], recv[2]; /* [0] inside the domain, [1] across domains */
   int64_t local, msgs_sent, msgs_recv, staging, moves;
   int64_t relay_copied; /* copied out of relay slots, not in local */
+  int64_t packed, unpacked; /* staged as they are (staging.h), bytes */
   int64_t converted[2]; /* elements: [0] before sending, [1] after arrival
                            or in a local copy */
 } rsi_rank_stats;

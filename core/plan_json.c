@@ -99,8 +99,8 @@ static const char *kind_name(int k) {
 static bool rank_is_idle(const rs_plan *plan, int r) {
   const rsi_rank_stats *s = &plan->stats[r];
   return !s->sent[0] && !s->sent[1] && !s->recv[0] && !s->recv[1] &&
-         !s->local && !s->relay_copied && !s->msgs_sent && !s->msgs_recv &&
-         !s->staging && !s->moves;
+         !s->local && !s->relay_copied && !s->packed && !s->unpacked &&
+         !s->msgs_sent && !s->msgs_recv && !s->staging && !s->moves;
 }
 
 rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
@@ -147,13 +147,15 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
         "\"messages_sent\":%lld,\"messages_recv\":%lld,"
         "\"staging_bytes\":%lld,\"moves\":%lld,"
         "\"converted_sending\":%lld,\"converted_receiving\":%lld,"
-        "\"bytes_copied_from_relay\":%lld}",
+        "\"bytes_copied_from_relay\":%lld,\"bytes_packed\":%lld,"
+        "\"bytes_unpacked\":%lld}",
         first ? "" : ",", r, plan->domain_of[r], (long long)s->sent[0],
         (long long)s->sent[1], (long long)s->recv[0], (long long)s->recv[1],
         (long long)s->local, (long long)s->msgs_sent, (long long)s->msgs_recv,
         (long long)s->staging, (long long)s->moves,
         (long long)s->converted[0], (long long)s->converted[1],
-        (long long)s->relay_copied);
+        (long long)s->relay_copied, (long long)s->packed,
+        (long long)s->unpacked);
     first = false;
   }
   put(&b, "],\"moves\":[");

@@ -391,10 +391,16 @@ static void count_stats(rs_plan *plan) {
       s->converted[1] += elems;
       continue;
     }
+    /* every byte sent is converted into staging, copied into it as it is
+     * (packed) or goes straight from memory; so at the receiving end */
     if (m->src_dtype != m->wire_dtype || m->computes_scales)
       s->converted[0] += elems;
     else
+      s->packed += staged_bytes(m, true);
+    if (m->wire_dtype != m->dst_dtype)
       d->converted[1] += elems;
+    else
+      d->unpacked += staged_bytes(m, false);
     d->moves++;
     int across = m->route == RS_ROUTE_INTER;
     s->sent[across] += m->bytes;

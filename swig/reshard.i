@@ -162,6 +162,8 @@ typedef struct rs_plan rs_plan;
 %constant int RS_STAT_CONVERTED_SENDING = 11;
 %constant int RS_STAT_CONVERTED_RECEIVING = 12;
 %constant int RS_STAT_BYTES_COPIED_FROM_RELAY = 13;
+%constant int RS_STAT_BYTES_PACKED = 14;
+%constant int RS_STAT_BYTES_UNPACKED = 15;
 
 %constant int RS_SCALE_AMAX = 1;
 %constant int RS_SCALE_UE8M0 = 2;

@@ -223,6 +223,11 @@ static int model_plan(worker *w, rs_context *ctx, rs_plan *plan) {
   int64_t relayed = 0;
   rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_COPIED_FROM_RELAY, &relayed);
   r->bytes_relay_copied = (double)relayed;
+  int64_t packed = 0, unpacked = 0;
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_PACKED, &packed);
+  rs_plan_stat(plan, RS_ALL_RANKS, RS_STAT_BYTES_UNPACKED, &unpacked);
+  r->bytes_packed = (double)packed;
+  r->bytes_unpacked = (double)unpacked;
   r->bytes_intra = (double)intra;
   r->bytes_inter = (double)inter;
   r->bytes_needed = rt_job_needed_bytes(job);
@@ -455,12 +460,14 @@ void rt_report_print(const rt_report *r, FILE *f) {
           rt_placement_name(job->placement), c->nvl_bw / 1e9, c->nic_bw / 1e9,
           c->copy_bw / 1e9, c->nvl_lat * 1e6, c->nic_lat * 1e6);
   fprintf(f, "plan   : %lld moves, %lld rounds, %.0f messages, staging "
-             "%.0f MiB/rank (peak %.0f MiB); layouts %.2f s, plan %.2f s, "
-             "model %.2f s\n",
+             "%.0f MiB/rank (peak %.0f MiB; %s packed into it, %s unpacked "
+             "from it); layouts %.2f s, plan %.2f s, model %.2f s\n",
           (long long)r->moves, (long long)r->rounds, r->messages,
           (double)r->staging_setting / (1 << 20),
-          (double)r->staging_peak / (1 << 20), r->layout_s, r->plan_s,
-          r->model_s);
+          (double)r->staging_peak / (1 << 20),
+          rt_fmt_bytes(r->bytes_packed, b1, sizeof b1),
+          rt_fmt_bytes(r->bytes_unpacked, b2, sizeof b2), r->layout_s,
+          r->plan_s, r->model_s);
   char held[48] = "";
   if (colocated)
     snprintf(held, sizeof held, "; held: %s",
@@ -656,6 +663,8 @@ char *rt_report_json(const rt_report *r) {
   json_object_object_add(p, "bytes_held", jd(r->bytes_held));
   json_object_object_add(p, "bytes_copied_from_relay",
                          jd(r->bytes_relay_copied));
+  json_object_object_add(p, "bytes_packed", jd(r->bytes_packed));
+  json_object_object_add(p, "bytes_unpacked", jd(r->bytes_unpacked));
   json_object_object_add(p, "bytes_intra", jd(r->bytes_intra));
   json_object_object_add(p, "bytes_inter", jd(r->bytes_inter));
   json_object_object_add(p, "bytes_must_cross", jd(r->lb.bytes_inter));

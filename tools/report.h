@@ -31,6 +31,9 @@ typedef struct rt_report {
   /* copied out of relay slots (RS_STAT_BYTES_COPIED_FROM_RELAY): bytes
    * that crossed into a domain once, counted in bytes_inter already */
   double bytes_relay_copied;
+  /* copied into staging before a send and out of it after a receive, as
+   * they are (RS_STAT_BYTES_PACKED, _UNPACKED) */
+  double bytes_packed, bytes_unpacked;
   double model_params, model_bytes;
   rt_result ours, hier, direct, gb_rl, gb_ideal, lb;
   /* When dtypes change on the way (job->dsum.converts): elements each

@@ -74,11 +74,16 @@ int rt_strategy_ours(const rt_job *job, const rs_plan *plan, rt_load *load,
     load->intra += load->bytes[RT_NVL_OUT][r];
     load->inter += load->bytes[RT_NIC_OUT][r];
     load->local += load->bytes[RT_COPY][r];
-    /* copies out of relay slots take the GPU's memory too, but are not
-     * bytes the rank held */
-    int64_t relayed = 0;
-    rs_plan_stat(plan, r, RS_STAT_BYTES_COPIED_FROM_RELAY, &relayed);
-    load->bytes[RT_COPY][r] += (double)relayed;
+    /* copies out of relay slots, into staging before a send and out of
+     * it after a receive take the GPU's memory too, but are not bytes the
+     * rank held */
+    const rs_stat copies[] = {RS_STAT_BYTES_COPIED_FROM_RELAY,
+                              RS_STAT_BYTES_PACKED, RS_STAT_BYTES_UNPACKED};
+    for (size_t k = 0; k < sizeof copies / sizeof *copies; k++) {
+      int64_t v = 0;
+      rs_plan_stat(plan, r, copies[k], &v);
+      load->bytes[RT_COPY][r] += (double)v;
+    }
     /* every conversion reads the trainer's dtype */
     int64_t sending = 0, receiving = 0;
     rs_plan_stat(plan, r, RS_STAT_CONVERTED_SENDING, &sending);

@@ -102,6 +102,8 @@ func (p *Plan) Stats(rank int) (Stats, error) {
 		{StatConvertedSending, &st.ConvertedSending},
 		{StatConvertedReceiving, &st.ConvertedReceiving},
 		{StatBytesCopiedFromRelay, &st.BytesCopiedFromRelay},
+		{StatBytesPacked, &st.BytesPacked},
+		{StatBytesUnpacked, &st.BytesUnpacked},
 	}
 	for _, f := range fields {
 		v, err := p.Stat(rank, f.s)

@@ -137,6 +137,14 @@ const (
 	// relay slot: it received them once, forwards them to others of its
 	// domain and needs them itself. Not in StatBytesLocal. Since 0.5.
 	StatBytesCopiedFromRelay = Stat(rsw.RS_STAT_BYTES_COPIED_FROM_RELAY)
+	// StatBytesPacked counts, of the bytes the rank sends, those it
+	// copies into staging first as they are (not converted); the rest go
+	// straight from contiguous memory. What a transport that stages (MPI,
+	// NCCL) copies. Since 0.5.
+	StatBytesPacked = Stat(rsw.RS_STAT_BYTES_PACKED)
+	// StatBytesUnpacked counts, of the bytes the rank receives, those it
+	// copies out of staging as they are. Since 0.5.
+	StatBytesUnpacked = Stat(rsw.RS_STAT_BYTES_UNPACKED)
 )
 
 // ScaleRule says how the scale of a block of an fp8 tensor is chosen
@@ -359,4 +367,8 @@ type Stats struct {
 	// bytes copied out of a relay slot: received once, forwarded, and
 	// needed by the rank itself; not in BytesLocal (since 0.5)
 	BytesCopiedFromRelay int64
+	// of the bytes sent or received, those copied into or out of staging
+	// as they are, by a transport that stages (since 0.5)
+	BytesPacked   int64
+	BytesUnpacked int64
 }

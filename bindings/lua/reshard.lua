@@ -253,6 +253,8 @@ local STATS = {
   { "converted_sending", C.RS_STAT_CONVERTED_SENDING },
   { "converted_receiving", C.RS_STAT_CONVERTED_RECEIVING },
   { "bytes_copied_from_relay", C.RS_STAT_BYTES_COPIED_FROM_RELAY },
+  { "bytes_packed", C.RS_STAT_BYTES_PACKED },
+  { "bytes_unpacked", C.RS_STAT_BYTES_UNPACKED },
 }
 local STAT = {}
 for _, s in ipairs(STATS) do STAT[s[1]] = s[2] end
@@ -1029,7 +1031,10 @@ end
 -- an fp8 block's scale counts one), converted_receiving (elements
 -- converted once they arrived, or in a copy inside the rank),
 -- bytes_copied_from_relay (copied out of a relay slot: received once,
--- forwarded, and needed by the rank itself; not in bytes_local).
+-- forwarded, and needed by the rank itself; not in bytes_local),
+-- bytes_packed and bytes_unpacked (of the bytes it sends or receives,
+-- those copied into or out of staging as they are, by a transport that
+-- stages: MPI, NCCL).
 function Plan:stats(rank)
   local h = plan_handle(self)
   rank = toint32(rank or C.RS_ALL_RANKS, "rank")

@@ -24,7 +24,7 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
     return RSI_FAIL(err, RS_ERR_UNKNOWN_RANK, "rank %d outside [0, %d)", rank,
                     plan->world_size);
   if (stat < RS_STAT_BYTES_SENT_INTRA ||
-      stat > RS_STAT_BYTES_COPIED_FROM_RELAY)
+      stat > RS_STAT_BYTES_UNPACKED)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "unknown plan figure %d",
                     (int)stat);
   if (stat == RS_STAT_ROUNDS) {
@@ -51,6 +51,8 @@ rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
       case RS_STAT_CONVERTED_SENDING: v += s->converted[0]; break;
       case RS_STAT_CONVERTED_RECEIVING: v += s->converted[1]; break;
       case RS_STAT_BYTES_COPIED_FROM_RELAY: v += s->relay_copied; break;
+      case RS_STAT_BYTES_PACKED: v += s->packed; break;
+      case RS_STAT_BYTES_UNPACKED: v += s->unpacked; break;
       case RS_STAT_ROUNDS: break;
     }
   }

@@ -376,7 +376,7 @@ static inline bool rt_same_plan_without_boxes(const rs_plan *whole,
   }
   for (int r = -1; r < world; r++)
     for (int s = RS_STAT_BYTES_SENT_INTRA;
-         s <= RS_STAT_BYTES_COPIED_FROM_RELAY; s++) {
+         s <= RS_STAT_BYTES_UNPACKED; s++) {
       int64_t a = -1, b = -2;
       rs_status sa = rs_plan_stat(whole, r < 0 ? RS_ALL_RANKS : r,
                                   (rs_stat)s, &a);

@@ -455,7 +455,7 @@ static void check_queries(world *w, rs_plan *plan) {
   }
   for (int r = -1; r < w->size; r++)
     for (int s = RS_STAT_BYTES_SENT_INTRA;
-         s <= RS_STAT_BYTES_COPIED_FROM_RELAY; s++) {
+         s <= RS_STAT_BYTES_UNPACKED; s++) {
       int64_t v = -1;
       FZ_CHECK(rs_plan_stat(plan, r, (rs_stat)s, &v) == RS_OK && v >= 0,
                "stat %d of rank %d: %lld", s, r, (long long)v);

@@ -431,10 +431,21 @@ static inline void rh_check_stats(const rh *h, int64_t staging_limit) {
   int64_t sent = 0, recv = 0, moved = 0, local_moves = 0, max_stage = 0;
   int64_t max_rounds = 0, msent = 0, mrecv = 0, part = 0, relay_copies = 0;
   for (int r = 0; r < h->world; r++) {
-    sent += rh_stat(h, r, RS_STAT_BYTES_SENT_INTRA) +
-            rh_stat(h, r, RS_STAT_BYTES_SENT_INTER);
-    recv += rh_stat(h, r, RS_STAT_BYTES_RECV_INTRA) +
-            rh_stat(h, r, RS_STAT_BYTES_RECV_INTER);
+    int64_t rank_sent = rh_stat(h, r, RS_STAT_BYTES_SENT_INTRA) +
+                        rh_stat(h, r, RS_STAT_BYTES_SENT_INTER);
+    int64_t rank_recv = rh_stat(h, r, RS_STAT_BYTES_RECV_INTRA) +
+                        rh_stat(h, r, RS_STAT_BYTES_RECV_INTER);
+    /* what goes through staging as it is, a part of what moves */
+    int64_t packed = rh_stat(h, r, RS_STAT_BYTES_PACKED);
+    int64_t unpacked = rh_stat(h, r, RS_STAT_BYTES_UNPACKED);
+    cr_assert(packed >= 0 && packed <= rank_sent, "%s: rank %d packs %lld "
+              "of the %lld bytes it sends", h->where, r, (long long)packed,
+              (long long)rank_sent);
+    cr_assert(unpacked >= 0 && unpacked <= rank_recv, "%s: rank %d unpacks "
+              "%lld of the %lld bytes it receives", h->where, r,
+              (long long)unpacked, (long long)rank_recv);
+    sent += rank_sent;
+    recv += rank_recv;
     local_moves += rh_stat(h, r, RS_STAT_BYTES_LOCAL);
     relay_copies += rh_stat(h, r, RS_STAT_BYTES_COPIED_FROM_RELAY);
     int64_t stg = rh_stat(h, r, RS_STAT_STAGING_BYTES);

@@ -14,7 +14,10 @@
  * - the result equals core/convert_elem.h's conversion of every element
  *   (casts), and bit for bit what the staged path makes from the same plan
  *   (the transport without its direct operations: pack, send, unpack, as
- *   between processes). */
+ *   between processes);
+ * - on the staged path, the bytes the copy engine packs and unpacks as
+ *   they are (plain copies to or from a dense stream) are the plan's
+ *   RS_STAT_BYTES_PACKED and RS_STAT_BYTES_UNPACKED. */
 #include <criterion/criterion.h>
 
 #include <reshard/reshard.h>
@@ -87,7 +90,36 @@ static void use_path(rs_context *ctx, bool direct) {
   direct_sends = direct_copies = largest_send = 0;
 }
 
-static void restore(rs_context *ctx) { ctx->transport->ops = real_ops; }
+/* The copy engine, observed on the staged path: plain copies into a
+ * dense stream are packing, out of one unpacking. */
+static const rsi_engine_ops *real_engine_ops;
+static rsi_engine_ops watched_engine;
+static int64_t packed_seen, unpacked_seen;
+
+static rs_status count_copy(rsi_engine *e, const rsi_copy *copies, int64_t n,
+                            void *queue, rsi_err *err) {
+  for (int64_t i = 0; i < n; i++) {
+    const rsi_copy *c = &copies[i];
+    if (c->op != RSI_COPY_PLAIN || c->dense_dst == c->dense_src) continue;
+    *(c->dense_dst ? &packed_seen : &unpacked_seen) +=
+        (c->hi - c->lo) * c->esize;
+  }
+  return real_engine_ops->copy(e, copies, n, queue, err);
+}
+
+static void watch_engine(rs_context *ctx) {
+  real_engine_ops = ctx->engine->ops;
+  watched_engine = *real_engine_ops;
+  watched_engine.copy = count_copy;
+  ctx->engine->ops = &watched_engine;
+  packed_seen = unpacked_seen = 0;
+}
+
+static void restore(rs_context *ctx) {
+  ctx->transport->ops = real_ops;
+  if (real_engine_ops) ctx->engine->ops = real_engine_ops;
+  real_engine_ops = NULL;
+}
 
 /* ---- layouts ------------------------------------------------------------- */
 
@@ -331,6 +363,7 @@ static void check_casts(job *j) {
 
 static void run(job *j, bool direct) {
   use_path(j->ctx, direct);
+  if (!direct) watch_engine(j->ctx);
   poison(j);
   rs_status st = rs_plan_execute(j->plan);
   restore(j->ctx);
@@ -376,6 +409,15 @@ static void direct_equals_staged(job *j, int world, int domain,
                (long long)sends);
   unsigned char *b = snapshot(j, &n2);
   run(j, false);
+  int64_t packed = -1, unpacked = -1;
+  rs_plan_stat(j->plan, RS_ALL_RANKS, RS_STAT_BYTES_PACKED, &packed);
+  rs_plan_stat(j->plan, RS_ALL_RANKS, RS_STAT_BYTES_UNPACKED, &unpacked);
+  cr_assert_eq(packed_seen, packed, "the staged path packed %lld bytes as "
+               "they are, the plan says %lld", (long long)packed_seen,
+               (long long)packed);
+  cr_assert_eq(unpacked_seen, unpacked, "the staged path unpacked %lld "
+               "bytes as they are, the plan says %lld",
+               (long long)unpacked_seen, (long long)unpacked);
   check_casts(j);
   unsigned char *c = snapshot(j, &n3);
   cr_assert(n1 == n2 && n1 == n3);

@@ -278,7 +278,7 @@ static void check_parts(const rh *h, const char *where) {
                  "fingerprint", where, r);
     for (int q = 0; q < h->world; q++)
       for (int s = RS_STAT_BYTES_SENT_INTRA;
-           s <= RS_STAT_BYTES_COPIED_FROM_RELAY; s++) {
+           s <= RS_STAT_BYTES_UNPACKED; s++) {
         int64_t a = -1, b = -2;
         rs_plan_stat(h->plan, q, (rs_stat)s, &a);
         rs_plan_stat(part, q, (rs_stat)s, &b);

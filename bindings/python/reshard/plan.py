@@ -32,7 +32,7 @@ STAT_NAMES: Dict[str, int] = {
     "bytes_recv_inter": 4, "bytes_local": 5, "messages_sent": 6,
     "messages_recv": 7, "rounds": 8, "staging_bytes": 9, "moves": 10,
     "converted_sending": 11, "converted_receiving": 12,
-    "bytes_copied_from_relay": 13,
+    "bytes_copied_from_relay": 13, "bytes_packed": 14, "bytes_unpacked": 15,
 }
 
 _SIDES = {"src": Side.SRC, "source": Side.SRC, "dst": Side.DST,
@@ -134,10 +134,12 @@ class Plan(_Handle):
         rounds, staging_bytes, moves, converted_sending (elements the rank
         converts to another dtype before sending them; an fp8 block's
         scale counts one), converted_receiving (elements it converts
-        once they arrived, or in a copy inside the rank) and
+        once they arrived, or in a copy inside the rank),
         bytes_copied_from_relay (bytes it copies out of a relay slot: it
         received them once, forwards them and needs them itself; not in
-        bytes_local)."""
+        bytes_local), bytes_packed and bytes_unpacked (of the bytes it
+        sends or receives, those copied into or out of staging as they
+        are, by a transport that stages: MPI, NCCL)."""
         h = self._h()
         rk = -1 if rank is None else N.int32(rank, "rank",
                                              Status.UNKNOWN_RANK)

@@ -582,11 +582,24 @@ typedef enum rs_stat {
   RS_STAT_CONVERTED_RECEIVING = 12, /**< elements it converts once they
                                         arrived, or in a copy inside the
                                         rank (@since 0.4) */
-  RS_STAT_BYTES_COPIED_FROM_RELAY = 13 /**< copied inside the rank out of
-                                        a relay slot: bytes it received
+  RS_STAT_BYTES_COPIED_FROM_RELAY = 13, /**< copied inside the rank out
+                                        of a relay slot: bytes it received
                                         once into staging, forwards to
                                         others of its domain and needs
                                         itself (@since 0.5) */
+  RS_STAT_BYTES_PACKED = 14,     /**< of the bytes it sends, those it
+                                      copies into staging first, as they
+                                      are (not converted: those are in
+                                      RS_STAT_CONVERTED_SENDING); the rest
+                                      go straight from memory that is one
+                                      contiguous run. What a transport that
+                                      stages (MPI, NCCL) copies; in process
+                                      pieces go direct (@since 0.5) */
+  RS_STAT_BYTES_UNPACKED = 15    /**< of the bytes it receives, those it
+                                      copies out of staging, as they are
+                                      (converted ones are in
+                                      RS_STAT_CONVERTED_RECEIVING)
+                                      (@since 0.5) */
 } rs_stat;
 
 /**
