@@ -247,6 +247,27 @@ static double timed_memcpy(uint8_t **dst, uint8_t **src, const size_t *bytes,
   return bench_now() - t0;
 }
 
+static int64_t dst_bytes_each; /* every destination rank's buffer */
+
+static void poison_dst(uint8_t **dbuf) {
+  for (int r = 0; r < N_DST; r++)
+    memset(dbuf[r], 0xA5, (size_t)dst_bytes_each);
+}
+
+/* reps executions into a poisoned destination, each timed into et[];
+ * returns the CPU seconds spent per wall second. */
+static double timed_executions(rs_context *ctx, rs_plan *plan,
+                               uint8_t **dbuf, int reps, double *et) {
+  poison_dst(dbuf);
+  double cpu0 = bench_cpu_time(), wall0 = bench_now();
+  for (int i = 0; i < reps; i++) {
+    double t0 = bench_now();
+    BENCH_CHECK(ctx, rs_plan_execute(plan));
+    et[i] = bench_now() - t0;
+  }
+  return (bench_cpu_time() - cpu0) / (bench_now() - wall0);
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 5;
   if (reps < 1) reps = 1;
@@ -275,6 +296,7 @@ int main(int argc, char **argv) {
     logical += 2 * (t->ndim == 1 ? t->shape[0] : t->shape[0] * t->shape[1]);
   }
   int64_t dst_all = dst_total * N_DST; /* bytes the destination holds */
+  dst_bytes_each = dst_total;
   printf("workload: %d Qwen3-32B layers, %d bf16 tensors, %.3f GB logical; "
          "TP2xDP2 (ranks 0-3) -> TP4 (ranks 4-7), domains of %d\n",
          N_LAYERS, NT, (double)logical / 1e9, DOMAIN);
@@ -387,22 +409,29 @@ int main(int argc, char **argv) {
     mtn[i] = timed_memcpy(dbuf, sbuf, dbytes, ncpu);
   double m1 = bench_min(mt, reps), mn = bench_min(mtn, reps);
 
-  /* Timed executions into a poisoned destination, checked afterwards. */
-  for (int r = 0; r < N_DST; r++) memset(dbuf[r], 0xA5, (size_t)dst_total);
+  /* Timed executions into a poisoned destination, checked afterwards;
+   * then the same over one copy thread a CPU (RS_PARAM_COPY_THREADS),
+   * after an execution that starts the threads, checked too. */
   double *et = bench_xcalloc((size_t)reps, sizeof *et);
-  double cpu0 = bench_cpu_time(), wall0 = bench_now();
-  for (int i = 0; i < reps; i++) {
-    t0 = bench_now();
-    BENCH_CHECK(ctx, rs_plan_execute(plan));
-    et[i] = bench_now() - t0;
-  }
-  double cpu_per_wall = (bench_cpu_time() - cpu0) / (bench_now() - wall0);
+  double cpu_per_wall = timed_executions(ctx, plan, dbuf, reps, et);
   int64_t bad2 = verify(dbuf, "after timed runs");
   printf("check   : after %d timed executions, result %s\n", reps,
          bad2 ? "WRONG" : "bit-exact");
+  BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_COPY_THREADS, ncpu));
+  poison_dst(dbuf);
+  BENCH_CHECK(ctx, rs_plan_execute(plan));
+  int64_t bad3 = verify(dbuf, "after a threaded warm-up");
+  double *etn = bench_xcalloc((size_t)reps, sizeof *etn);
+  double cpu_per_wall_n = timed_executions(ctx, plan, dbuf, reps, etn);
+  int64_t bad4 = verify(dbuf, "after threaded timed runs");
+  printf("check   : %d threads: after the warm-up and %d timed executions, "
+         "result %s\n", ncpu, reps, bad3 || bad4 ? "WRONG" : "bit-exact");
+  bad2 |= bad3 | bad4;
 
   double emin = bench_min(et, reps);
   double emed = bench_median(et, reps);
+  double enmin = bench_min(etn, reps), enmed = bench_median(etn, reps);
+  double rate_n = (double)moved / enmin;
   double rate = (double)moved / emin;
   double rate_med = (double)moved / emed;
   double rate_m1 = (double)dst_all / m1;
@@ -410,6 +439,10 @@ int main(int argc, char **argv) {
   printf("execute : x %d, min %.3f s, median %.3f s -> %.2f GB/s best, "
          "%.2f GB/s median (counted bytes); %.2f CPU-s per wall-s\n",
          reps, emin, emed, rate / 1e9, rate_med / 1e9, cpu_per_wall);
+  printf("execute : RS_PARAM_COPY_THREADS %d, x %d, min %.3f s, median %.3f "
+         "s -> %.2f GB/s best, %.2f GB/s median; %.2f CPU-s per wall-s\n",
+         ncpu, reps, enmin, enmed, rate_n / 1e9, (double)moved / enmed / 1e9,
+         cpu_per_wall_n);
   printf("memcpy  : %.3f GiB, 1 thread best of %d %.3f s -> %.2f GB/s; %d "
          "threads best of %d %.3f s -> %.2f GB/s\n",
          (double)dst_all / BENCH_GIB, reps, m1, rate_m1 / 1e9, ncpu, reps,
@@ -428,6 +461,12 @@ int main(int argc, char **argv) {
   snprintf(b, sizeof b, "%.2f (memcpy %dT)", rate_mn / 1e9, ncpu);
   snprintf(c, sizeof c, "%.2f", rate / rate_mn);
   bench_table_row("execute best [GB/s] vs memcpy nT", a, b, c);
+  snprintf(a, sizeof a, "%.2f", rate_n / 1e9);
+  snprintf(c, sizeof c, "%.2f", rate_n / rate_mn);
+  bench_table_row("execute nT best [GB/s] vs memcpy nT", a, b, c);
+  snprintf(b, sizeof b, "%.2f (execute 1T)", rate / 1e9);
+  snprintf(c, sizeof c, "%.2f", rate_n / rate);
+  bench_table_row("execute nT best [GB/s] vs 1T", a, b, c);
   snprintf(a, sizeof a, "%.2f", rate / rate_m1);
   snprintf(c, sizeof c, "%.2f", (rate / rate_m1) / 0.85);
   bench_table_row("ratio to memcpy 1T", a, "0.85 (target)", c);
@@ -446,5 +485,6 @@ int main(int argc, char **argv) {
   free(mt);
   free(mtn);
   free(et);
+  free(etn);
   return bad1 || bad2 ? 2 : 0;
 }

@@ -4,6 +4,7 @@
  * record and staging kept on it. */
 #include "context.h"
 
+#include "copy_pool.h"
 #include "engine.h"
 
 #include <stdlib.h>
@@ -38,10 +39,20 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->timeout_ms = 60000;
   ctx->plan_part = -1;
   ctx->plan_boxes = 1;
+  ctx->copy_threads = 1;
   ctx->culprit = ctx->cause_rank = -1;
   atomic_init(&ctx->aborted, false);
-  ctx->engine = transport && transport->engine ? transport->engine
-                                               : rsi_host_engine();
+  if (transport && transport->engine) {
+    ctx->engine = transport->engine;
+  } else {
+    ctx->engine = ctx->own_engine = rsi_host_engine_create(&ctx->copy_threads);
+    if (!ctx->engine) {
+      free(ctx);
+      free(domains);
+      free(err);
+      return RSI_NOMEM(NULL);
+    }
+  }
   ctx->transport = transport;
   *out = ctx;
   return RS_OK;
@@ -61,6 +72,7 @@ void rsi_context_unref(rs_context *ctx) {
     ctx->transport->ops->destroy(ctx->transport);
     rsi_sigpipe_hold_end(&h);
   }
+  if (ctx->own_engine) ctx->own_engine->ops->destroy(ctx->own_engine);
   free(ctx->domain_of);
   free(ctx->err);
   free(ctx);
@@ -74,6 +86,7 @@ static int64_t *param_slot(rs_context *ctx, rs_param param) {
     case RS_PARAM_INTEGRITY: return &ctx->integrity;
     case RS_PARAM_PLAN_PART: return &ctx->plan_part;
     case RS_PARAM_PLAN_BOXES: return &ctx->plan_boxes;
+    case RS_PARAM_COPY_THREADS: return &ctx->copy_threads;
   }
   return NULL;
 }
@@ -92,6 +105,10 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
     case RS_PARAM_SLICE_BYTES:
       *lo = 4 * 1024;
       *hi = (int64_t)1 << 30;
+      return RS_OK;
+    case RS_PARAM_COPY_THREADS:
+      *lo = 0;
+      *hi = RSI_COPY_POOL_MAX;
       return RS_OK;
     case RS_PARAM_TIMEOUT_MS:
       *lo = 1;

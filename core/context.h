@@ -24,12 +24,16 @@ struct rs_context {
   int64_t integrity;
   int64_t plan_part; /* RS_PARAM_PLAN_PART */
   int64_t plan_boxes; /* RS_PARAM_PLAN_BOXES */
+  int64_t copy_threads; /* RS_PARAM_COPY_THREADS, read by own_engine */
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
   atomic_bool aborted; /* rs_context_abort was called (any thread) */
   /* How bytes are copied and where staging lives (core/engine.h), for the
    * memory kind every bound buffer must be in. */
   struct rsi_engine *engine;
+  /* The context's own host engine (the engine above where the transport
+   * brings none), destroyed with the context; NULL otherwise. */
+  struct rsi_engine *own_engine;
   /* The plan whose execution is in flight, or NULL: one at a time. */
   struct rs_plan *running;
   char failure[384]; /* why, as first recorded */

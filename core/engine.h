@@ -92,7 +92,18 @@ struct rsi_engine {
   const rsi_engine_ops *ops;
 };
 
-/* The host engine; one is enough for any number of contexts. */
+/* The host engine that copies on the calling thread; stateless, one for
+ * wherever no context is at hand. */
 rsi_engine *rsi_host_engine(void);
+
+/* A context's host engine: a batch of at least 1 MiB of traffic is cut
+ * over *threads threads (0: one per CPU the process may run on), read at
+ * every batch; threads is the context's setting and outlives the engine.
+ * Destroyed by its ops->destroy. NULL when memory ran out. */
+rsi_engine *rsi_host_engine_create(const int64_t *threads);
+
+/* The least traffic (bytes read plus written) of a batch that a context's
+ * host engine cuts over threads; tests lower it to cut small batches. */
+extern int64_t rsi_host_split_bytes;
 
 #endif

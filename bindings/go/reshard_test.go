@@ -183,6 +183,28 @@ func TestPlanPart(t *testing.T) {
 	}
 }
 
+// ParamCopyThreads: 1 by default, 0 (one a CPU) accepted, 257 refused
+// with the setting kept.
+func TestCopyThreadsParam(t *testing.T) {
+	q := newQuick(t)
+	defer q.closeAll()
+	if v, err := q.ctx.Param(ParamCopyThreads); err != nil || v != 1 {
+		t.Fatalf("default copy threads %d, %v", v, err)
+	}
+	if err := q.ctx.SetParam(ParamCopyThreads, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ctx.SetParam(ParamCopyThreads, 257); !errors.Is(err, ErrBadParam) {
+		t.Fatalf("257 copy threads: %v", err)
+	}
+	if v, _ := q.ctx.Param(ParamCopyThreads); v != 0 {
+		t.Fatalf("copy threads %d after a refused set", v)
+	}
+	if err := q.plan.Execute(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A plan made without boxes (ParamPlanBoxes 0) has the same figures and
 // fingerprint, no box in its JSON, and is for inspection, not execution.
 func TestPlanWithoutBoxes(t *testing.T) {

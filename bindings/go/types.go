@@ -104,7 +104,8 @@ type Param int
 // The settings; reshard.h gives their bounds and defaults.
 const (
 	ParamStagingBytes = Param(rsw.RS_PARAM_STAGING_BYTES)
-	ParamSliceBytes   = Param(rsw.RS_PARAM_SLICE_BYTES) // deprecated, no effect
+	ParamSliceBytes   = Param(rsw.RS_PARAM_SLICE_BYTES)  // deprecated, no effect
+	ParamCopyThreads  = Param(rsw.RS_PARAM_COPY_THREADS) // host copies over threads; 0: one a CPU; since 0.5
 	ParamTimeoutMS    = Param(rsw.RS_PARAM_TIMEOUT_MS)
 	ParamIntegrity    = Param(rsw.RS_PARAM_INTEGRITY)
 	ParamPlanPart     = Param(rsw.RS_PARAM_PLAN_PART)  // -1 whole plan, else one rank's part

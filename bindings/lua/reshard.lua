@@ -225,6 +225,7 @@ function M.status_name(s) return C.rsw_status_name(toint32(s, "status")) end
 local PARAM = {
   staging_bytes = C.RS_PARAM_STAGING_BYTES,
   slice_bytes = C.RS_PARAM_SLICE_BYTES,
+  copy_threads = C.RS_PARAM_COPY_THREADS,
   timeout_ms = C.RS_PARAM_TIMEOUT_MS,
   integrity = C.RS_PARAM_INTEGRITY,
   plan_part = C.RS_PARAM_PLAN_PART,
@@ -771,8 +772,9 @@ end
 --- ctx:set_param(name, value): name "staging_bytes", "timeout_ms",
 -- "integrity" (a boolean or 0/1), "plan_part" (-1, or the rank whose part
 -- of plans made afterwards is kept), "plan_boxes" (a boolean or 0/1: false
--- makes plans to inspect, not to run) or "slice_bytes", or a RS_PARAM_
--- code.
+-- makes plans to inspect, not to run), "copy_threads" (threads that copy
+-- host memory in an execution: 1 the default, 0 one per CPU) or
+-- "slice_bytes", or a RS_PARAM_ code.
 function Context:set_param(p, value)
   if type(value) == "boolean" then value = value and 1 or 0 end
   C.rsw_context_set_param(R, context_handle(self), param_code(p),

@@ -13,8 +13,10 @@ rs_status rs_context_create_local(int world_size, rs_context **out) {
                     "world size %d, must be 1..%d", world_size, 1 << 24);
   rsi_transport *tp;
   RSI_TRY(rsi_local_transport_create(&tp));
-  return rsi_context_assemble(RS_TRANSPORT_LOCAL, tp, RS_ALL_RANKS,
-                              world_size, NULL, 0, out);
+  RSI_TRY(rsi_context_assemble(RS_TRANSPORT_LOCAL, tp, RS_ALL_RANKS,
+                               world_size, NULL, 0, out));
+  rsi_local_transport_use_engine(tp, (*out)->engine);
+  return RS_OK;
 }
 
 void rs_context_destroy(rs_context *ctx) { rsi_context_unref(ctx); }

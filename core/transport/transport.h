@@ -237,6 +237,10 @@ typedef struct rsi_module {
 
 /* transport/local: every rank in this process. */
 rs_status rsi_local_transport_create(rsi_transport **out);
+/* The engine that runs its direct messages' copies (its context's, which
+ * outlives the transport); until set, rsi_host_engine(). */
+void rsi_local_transport_use_engine(rsi_transport *t,
+                                    struct rsi_engine *engine);
 
 /* transport/module.c: find and load module `name` ([a-z0-9_]+: "mpi",
  * "nccl"), once per process; *out is shared by every caller. */

@@ -117,8 +117,9 @@ static void op_local_box(fz_in *in) {
 static void op_param(fz_in *in, rs_context *ctx) {
   static const int params[] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
                                RS_PARAM_TIMEOUT_MS, RS_PARAM_INTEGRITY,
-                               RS_PARAM_PLAN_PART, 0, 102, 202, 301, -1};
-  rs_param p = (rs_param)params[fz_below(in, 10)];
+                               RS_PARAM_PLAN_PART, 0, 103, 202, 301, -1,
+                               RS_PARAM_COPY_THREADS};
+  rs_param p = (rs_param)params[fz_below(in, 11)];
   int64_t v = fz_i64(in), lo = 0, hi = 0, before = 0, after = 0;
   bool known = rs_param_bounds(p, &lo, &hi) == RS_OK;
   rs_context_get_param(ctx, p, &before);

@@ -32,6 +32,7 @@
  * value and scale must then hold what the host's whole-tensor quantizer
  * (rsi_quantize_blocks) makes of the source tensor, NaN for NaN. */
 #include "convert.h"
+#include "engine.h"
 #include "exec.h"
 #include "fuzz_common.h"
 #include "rt_util.h"
@@ -584,6 +585,13 @@ static bool executable(const world *w) {
 }
 
 static void execute_and_verify(world *w, rs_plan *plan) {
+  /* A world of a multiple of three ranks copies over three threads, every
+   * batch cut (the choice reads no input, so the corpus keeps its
+   * meaning) */
+  rsi_host_split_bytes = 1;
+  FZ_CHECK(rs_context_set_param(w->ctx, RS_PARAM_COPY_THREADS,
+                                w->size % 3 == 0 ? 3 : 1) == RS_OK,
+           "copy threads");
   unsigned char *buf[2][MAXW][NBUF] = {{{0}}};
   unsigned char *cov[MAXW][NBUF] = {{0}};
   for (int s = 0; s < 2; s++)

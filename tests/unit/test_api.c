@@ -258,7 +258,7 @@ Test(params, unknown_param) {
   int64_t v = 77, lo = 77, hi = 77;
   cr_assert_eq(rs_context_create_local(1, &ctx), RS_OK);
   cr_assert_eq(rs_context_set_param(ctx, (rs_param)0, 1), RS_ERR_BAD_PARAM);
-  cr_assert_eq(rs_context_set_param(ctx, (rs_param)102, 4096),
+  cr_assert_eq(rs_context_set_param(ctx, (rs_param)103, 4096),
                RS_ERR_BAD_PARAM);
   cr_assert_eq(rs_context_get_param(ctx, (rs_param)999, &v),
                RS_ERR_BAD_PARAM);

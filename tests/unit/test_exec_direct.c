@@ -17,7 +17,9 @@
  *   between processes);
  * - on the staged path, the bytes the copy engine packs and unpacks as
  *   they are (plain copies to or from a dense stream) are the plan's
- *   RS_STAT_BYTES_PACKED and RS_STAT_BYTES_UNPACKED. */
+ *   RS_STAT_BYTES_PACKED and RS_STAT_BYTES_UNPACKED;
+ * - with RS_PARAM_COPY_THREADS 3 and every batch cut over the threads,
+ *   both paths write the same bytes again. */
 #include <criterion/criterion.h>
 
 #include <reshard/reshard.h>
@@ -426,6 +428,24 @@ static void direct_equals_staged(job *j, int world, int domain,
     if (a[x] != c[x])
       cr_assert_fail("direct and staged executions differ at byte %zu of "
                      "%zu: %02x vs %02x", x, n1, a[x], c[x]);
+  /* every batch cut over three threads (the fp8 copies whole, each on
+   * one of them): the same bytes, both paths */
+  int64_t saved = rsi_host_split_bytes;
+  rsi_host_split_bytes = 1;
+  cr_assert_eq(rs_context_set_param(j->ctx, RS_PARAM_COPY_THREADS, 3), RS_OK);
+  for (int staged = 0; staged < 2; staged++) {
+    run(j, !staged);
+    size_t n4;
+    unsigned char *d = snapshot(j, &n4);
+    cr_assert_eq(n4, n1);
+    for (size_t x = 0; x < n1; x++)
+      if (a[x] != d[x])
+        cr_assert_fail("%s execution over three threads differs at byte "
+                       "%zu of %zu: %02x vs %02x",
+                       staged ? "a staged" : "a direct", x, n1, d[x], a[x]);
+    free(d);
+  }
+  rsi_host_split_bytes = saved;
   free(a);
   free(b);
   free(c);

@@ -32,6 +32,7 @@ class Param(enum.IntEnum):
 
     STAGING_BYTES = 100
     SLICE_BYTES = 101
+    COPY_THREADS = 102
     TIMEOUT_MS = 200
     INTEGRITY = 201
     PLAN_PART = 300
@@ -311,6 +312,19 @@ class Context(_Handle):
     @plan_boxes.setter
     def plan_boxes(self, value: bool) -> None:
         self.set_param(Param.PLAN_BOXES, 1 if value else 0)
+
+    @property
+    def copy_threads(self) -> int:
+        """Threads that copy host memory during an execution: a batch of
+        copies of at least 1 MiB is cut over them. 1 (the default): the
+        calling thread alone; 0: one per CPU this process may run on. It
+        pays where cores are idle; MPI ranks that share a machine's cores
+        take time from each other. No effect on NCCL contexts."""
+        return self.get_param(Param.COPY_THREADS)
+
+    @copy_threads.setter
+    def copy_threads(self, n: int) -> None:
+        self.set_param(Param.COPY_THREADS, n)
 
     # ---- what is made from it ---------------------------------------------------
 

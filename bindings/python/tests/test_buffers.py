@@ -10,7 +10,7 @@ import pytest
 import reshard
 from reshard import Status
 
-from conftest import bind_all, check
+from conftest import bind_all, check, rows_to_cols
 
 
 def as_bytes(a):
@@ -195,3 +195,28 @@ def test_fused_buffer_of_several_dtypes(ctx):
         np.testing.assert_array_equal(dbuf[32:].view(np.uint16), a)
         np.testing.assert_array_equal(dbuf[:32].view(np.float32), b)
     gc.collect()
+
+
+def test_copies_over_threads(ctx):
+    """copy_threads: a 1024 x 1536 float32 tensor (6 MiB, its pieces
+    above the 1 MiB a batch needs to be cut) moved rows to columns over
+    2 threads and over one per CPU: the same values every time."""
+    assert ctx.copy_threads == 1
+    src, dst = rows_to_cols(ctx, shape=(1024, 1536))
+    full = np.arange(1024 * 1536, dtype=np.float32).reshape(1024, 1536)
+    s = [full[:512].copy(), full[512:].copy()]
+    with ctx.plan(src, dst) as plan:
+        for n in (2, 0, 1):
+            ctx.copy_threads = n
+            assert ctx.get_param("copy_threads") == n
+            d = [np.zeros((1024, 768), np.float32) for _ in range(2)]
+            bind_all(plan, s, d)
+            plan.execute()
+            np.testing.assert_array_equal(d[0], full[:, :768])
+            np.testing.assert_array_equal(d[1], full[:, 768:])
+    with pytest.raises(reshard.ArgumentError) as ei:
+        ctx.copy_threads = -1
+    assert ei.value.status == Status.BAD_PARAM
+    assert ctx.copy_threads == 1
+    src.close()
+    dst.close()

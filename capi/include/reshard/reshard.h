@@ -265,6 +265,21 @@ typedef enum rs_param {
    *  accepted and stored, with its old bounds [4 KiB, 1 GiB] and default
    *  4 MiB, so that programs written for 0.1 run unchanged. */
   RS_PARAM_SLICE_BYTES = 101,
+  /** Threads that copy host memory during an execution: a batch of copies
+   *  (one step's packing or unpacking, or in process one message from
+   *  the sender's memory into the receiver's) that reads and writes at
+   *  least 1 MiB is cut into that many parts of about equal bytes, run by
+   *  the calling thread and threads the context starts at the first such
+   *  batch and keeps until it is destroyed. 1 (the default): the calling
+   *  thread alone. 0: one per CPU this process may run on. Bounds [0,
+   *  256]. Read at every batch, not by rs_plan_create: not part of the
+   *  fingerprint, and ranks may differ. It pays where cores are idle and
+   *  one thread does not reach the memory's bandwidth (bench_exec_local
+   *  prints both); in processes that share the cores (MPI ranks on one
+   *  machine) extra threads take time from the others. No effect on
+   *  contexts that move device memory (NCCL: the copies are kernels).
+   *  @since 0.5 */
+  RS_PARAM_COPY_THREADS = 102,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
    *  Default 60000; bounds [1, 86400000]. After a timeout the context is
    *  done: every later rs_plan_execute and rs_layout_allgather on it

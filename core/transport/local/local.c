@@ -12,9 +12,8 @@
  *   destination side (the receiver's memory); at the match each copy runs
  *   once through the host engine, strided at both ends: one copy from the
  *   source memory into the destination memory, converting on the way where
- *   the move does, and no staging. The copies run on the calling thread
- *   (cutting large ones over the cores paid where a core was idle, and
- *   cost where the cores were shared: not done).
+ *   the move does, and no staging. The copies run on the context's
+ *   engine, which cuts a large batch over RS_PARAM_COPY_THREADS threads.
  * - bytes (send / recv): copied into the receive's buffer at the match with
  *   memcpy. The executor sends bytes here only for a segment that cannot
  *   go direct (a move converting at both ends, which the planner never
@@ -47,6 +46,7 @@ typedef struct local_transport {
   int64_t n, cap;
   rsi_copy *batch; /* a direct match's copies, both sides joined */
   int64_t cap_batch;
+  rsi_engine *engine; /* runs them: its context's (NULL: rsi_host_engine) */
 } local_transport;
 
 /* The earliest unmatched op of the other kind with the same ends and tag. */
@@ -109,7 +109,7 @@ static rs_status match(local_transport *lt, op *s, op *r, rsi_err *err) {
                     r->direct ? "copies" : "bytes");
   if (s->direct && s->bytes) {
     RSI_TRY(join_copies(lt, s, r, err));
-    rsi_engine *eng = rsi_host_engine();
+    rsi_engine *eng = lt->engine ? lt->engine : rsi_host_engine();
     RSI_TRY(eng->ops->copy(eng, lt->batch, (int64_t)s->bytes, NULL, err));
   } else if (!s->direct && r->bytes) {
     memcpy(r->buf, s->data, r->bytes);
@@ -232,4 +232,8 @@ rs_status rsi_local_transport_create(rsi_transport **out) {
   lt->base.control = NULL;
   *out = &lt->base;
   return RS_OK;
+}
+
+void rsi_local_transport_use_engine(rsi_transport *t, rsi_engine *engine) {
+  ((local_transport *)t)->engine = engine;
 }
