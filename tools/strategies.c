@@ -821,16 +821,19 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
     rt_groups_free(&S);
     rt_groups_free(&D);
   }
-  double both = c->nvl_bw + c->nic_bw, best = 0;
+  /* A rank's links: NVLink, and its NIC where another domain exists to
+   * send to or relay through; in a job of one domain every byte moves
+   * over NVLink. */
+  double both = c->nvl_bw + (ND > 1 ? c->nic_bw : 0), best = 0;
+  const char *links = ND > 1 ? "NVLink + NIC" : "NVLink (one domain)";
   char why[256] = "no traffic";
   int hot_rank = -1;
   for (int r = 0; r < W; r++) {
     if (need[r] / both > best) {
       best = need[r] / both;
       hot_rank = r;
-      snprintf(why, sizeof why,
-               "rank %d must receive %.2f GB over NVLink + NIC", r,
-               need[r] / 1e9);
+      snprintf(why, sizeof why, "rank %d must receive %.2f GB over %s", r,
+               need[r] / 1e9, links);
     }
     /* what it holds it gets at best by a copy beside its links: with
      * x bytes over links and y copied, x + y = total, y <= held, the time
@@ -840,15 +843,14 @@ void rt_lower_bound(const rt_job *job, rt_result *res) {
       hot_rank = r;
       snprintf(why, sizeof why,
                "rank %d must fill %.2f GB of inference buffers, at best "
-               "copying the %.2f GB it holds beside NVLink + NIC",
-               r, total[r] / 1e9, (total[r] - need[r]) / 1e9);
+               "copying the %.2f GB it holds beside %s",
+               r, total[r] / 1e9, (total[r] - need[r]) / 1e9, links);
     }
     if (sole[r] / both > best) {
       best = sole[r] / both;
       hot_rank = r;
-      snprintf(why, sizeof why,
-               "rank %d alone holds %.2f GB others need (NVLink + NIC)", r,
-               sole[r] / 1e9);
+      snprintf(why, sizeof why, "rank %d alone holds %.2f GB others need (%s)",
+               r, sole[r] / 1e9, links);
     }
   }
   /* every element that changes dtype is converted at least once, at best
