@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 struct rsi_copy_pool {
+  pid_t pid; /* of the process whose threads `th` are (fork copies none) */
   pthread_mutex_t mu;
   pthread_cond_t go, done;
   pthread_t th[RSI_COPY_POOL_MAX];
@@ -54,9 +55,24 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* In a child forked after the workers started, none of them is there, and
+ * the lock and conditions still count them as waiters (signalling such a
+ * condition can wait for them forever): start over, the child having one
+ * thread. */
+static void after_fork(rsi_copy_pool *p) {
+  if (p->pid == getpid()) return;
+  p->pid = getpid();
+  p->started = 0;
+  p->cannot_start = false;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->go, NULL);
+  pthread_cond_init(&p->done, NULL);
+}
+
 rsi_copy_pool *rsi_copy_pool_create(void) {
   rsi_copy_pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
+  p->pid = getpid();
   if (pthread_mutex_init(&p->mu, NULL) != 0) {
     free(p);
     return NULL;
@@ -77,6 +93,7 @@ rsi_copy_pool *rsi_copy_pool_create(void) {
 
 void rsi_copy_pool_destroy(rsi_copy_pool *p) {
   if (!p) return;
+  after_fork(p);
   pthread_mutex_lock(&p->mu);
   p->quit = true;
   pthread_cond_broadcast(&p->go);
@@ -95,6 +112,7 @@ void rsi_copy_pool_run(rsi_copy_pool *p, int parts,
     if (parts == 1) fn(arg, 0);
     return;
   }
+  after_fork(p);
   pthread_mutex_lock(&p->mu);
   while (!p->cannot_start && p->started < parts - 1) {
     if (pthread_create(&p->th[p->started], NULL, worker, p) != 0)
