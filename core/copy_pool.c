@@ -44,7 +44,8 @@ static void claim_parts(rsi_copy_pool *p) {
 static void *worker(void *arg) {
   rsi_copy_pool *p = arg;
   pthread_mutex_lock(&p->mu);
-  uint64_t seen = p->gen;
+  /* 0, not the current run: a worker started for a run joins it */
+  uint64_t seen = 0;
   for (;;) {
     while (!p->quit && p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
     if (p->quit) break;
