@@ -19,6 +19,7 @@ struct rsi_copy_pool {
   pthread_cond_t go, done;
   pthread_t th[RSI_COPY_POOL_MAX];
   int started; /* workers running */
+  int parked;  /* of them, waiting for a run */
   bool quit, cannot_start; /* a start failed: run with those there are */
   uint64_t gen; /* runs posted so far */
   /* the run in progress */
@@ -47,7 +48,9 @@ static void *worker(void *arg) {
   /* 0, not the current run: a worker started for a run joins it */
   uint64_t seen = 0;
   for (;;) {
+    p->parked++;
     while (!p->quit && p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
+    p->parked--;
     if (p->quit) break;
     seen = p->gen;
     claim_parts(p);
@@ -63,7 +66,7 @@ static void *worker(void *arg) {
 static void after_fork(rsi_copy_pool *p) {
   if (p->pid == getpid()) return;
   p->pid = getpid();
-  p->started = 0;
+  p->started = p->parked = 0;
   p->cannot_start = false;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->go, NULL);
@@ -134,6 +137,13 @@ void rsi_copy_pool_run(rsi_copy_pool *p, int parts,
   claim_parts(p);
   while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
+}
+
+bool rsi_copy_pool_settled(rsi_copy_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  bool settled = p->parked == p->started;
+  pthread_mutex_unlock(&p->mu);
+  return settled;
 }
 
 int rsi_copy_pool_cpus(void) {

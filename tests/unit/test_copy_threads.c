@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "copy_pool.h"
@@ -52,6 +53,13 @@ Test(copy_pool, a_forked_child_starts_its_own) {
   rsi_copy_pool *p = rsi_copy_pool_create();
   cr_assert(p);
   rsi_copy_pool_run(p, 4, mark, NULL);
+  /* fork only once the workers wait: one caught starting or finishing
+   * can hold a lock of the allocator (ASan's) that the child inherits
+   * held, which is what forking a threaded process risks anywhere */
+  for (int spins = 0; !rsi_copy_pool_settled(p); spins++) {
+    cr_assert_lt(spins, 100000, "the workers never settled");
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
   pid_t child = fork();
   cr_assert_geq(child, 0);
   if (child == 0) {
