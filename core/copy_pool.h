@@ -1,6 +1,8 @@
 /* Threads that share a batch of host copies (RS_PARAM_COPY_THREADS): the
  * calling thread and up to RSI_COPY_POOL_MAX - 1 workers, started when a
- * batch first asks for them and kept until the pool is destroyed. */
+ * batch first asks for them and kept until the pool is destroyed. A
+ * process may fork at any time: the fork waits until no worker of any pool
+ * is between runs, and the child's pools start over without workers. */
 #ifndef RS_CORE_COPY_POOL_H
 #define RS_CORE_COPY_POOL_H
 
@@ -23,12 +25,6 @@ void rsi_copy_pool_destroy(rsi_copy_pool *pool);
  * parts is at most RSI_COPY_POOL_MAX. One run at a time per pool. */
 void rsi_copy_pool_run(rsi_copy_pool *pool, int parts,
                        void (*fn)(void *arg, int part), void *arg);
-
-/* Whether every worker started so far waits for a run (none is starting,
- * running a part or on its way back): for tests that fork, since a
- * worker caught half-way can hold a lock of the C library or of a
- * sanitizer's allocator that the child would then never see released. */
-bool rsi_copy_pool_settled(rsi_copy_pool *pool);
 
 /* How many CPUs this process may run on (at least 1). */
 int rsi_copy_pool_cpus(void);

@@ -9,9 +9,6 @@
 #include <criterion/criterion.h>
 
 #include <stdatomic.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "copy_pool.h"
 #include "dtype.h"
@@ -44,38 +41,6 @@ Test(copy_pool, every_part_once) {
     }
   rsi_copy_pool_destroy(p);
   rsi_copy_pool_destroy(NULL);
-}
-
-/* A child forked after the workers started (Python's multiprocessing
- * does that) has none of them: its runs use the caller and new workers,
- * and destroying the pool joins only those. */
-Test(copy_pool, a_forked_child_starts_its_own) {
-  rsi_copy_pool *p = rsi_copy_pool_create();
-  cr_assert(p);
-  rsi_copy_pool_run(p, 4, mark, NULL);
-  /* fork only once the workers wait: one caught starting or finishing
-   * can hold a lock of the allocator (ASan's) that the child inherits
-   * held, which is what forking a threaded process risks anywhere */
-  for (int spins = 0; !rsi_copy_pool_settled(p); spins++) {
-    cr_assert_lt(spins, 100000, "the workers never settled");
-    nanosleep(&(struct timespec){0, 100000}, NULL);
-  }
-  pid_t child = fork();
-  cr_assert_geq(child, 0);
-  if (child == 0) {
-    for (int i = 0; i < RSI_COPY_POOL_MAX; i++) atomic_store(&ran[i], 0);
-    rsi_copy_pool_run(p, 3, mark, NULL);
-    int ok = atomic_load(&ran[0]) == 1 && atomic_load(&ran[1]) == 1 &&
-             atomic_load(&ran[2]) == 1 && atomic_load(&ran[3]) == 0;
-    rsi_copy_pool_destroy(p);
-    _exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  cr_assert_eq(waitpid(child, &status, 0), child);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-            "the forked child's run or destroy failed (status %d)", status);
-  rsi_copy_pool_run(p, 4, mark, NULL); /* the parent's workers still serve */
-  rsi_copy_pool_destroy(p);
 }
 
 Test(copy_pool, destroyed_before_any_run) {

@@ -278,6 +278,9 @@ typedef enum rs_param {
    *  prints both); in processes that share the cores (MPI ranks on one
    *  machine) extra threads take time from the others. No effect on
    *  contexts that move device memory (NCCL: the copies are kernels).
+   *  The process may fork at any time (Python's multiprocessing): fork
+   *  waits until these threads finish the batch in progress, and the
+   *  child, which has none of them, starts its own when it needs them.
    *  @since 0.5 */
   RS_PARAM_COPY_THREADS = 102,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
