@@ -3,6 +3,8 @@ memoryview, array.array, mmap; refused when it cannot work."""
 import array
 import gc
 import mmap
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -218,5 +220,43 @@ def test_copies_over_threads(ctx):
         ctx.copy_threads = -1
     assert ei.value.status == Status.BAD_PARAM
     assert ctx.copy_threads == 1
+    src.close()
+    dst.close()
+
+
+def test_fork_after_copies_over_threads(ctx):
+    """A process forked once the copy threads ran (what multiprocessing's
+    fork start method does to a trainer): the child executes the same
+    plan with threads of its own and closes the context, which joins
+    those alone; the parent's threads still serve it."""
+    src, dst = rows_to_cols(ctx, shape=(1024, 1536))
+    full = np.arange(1024 * 1536, dtype=np.float32).reshape(1024, 1536)
+    s = [full[:512].copy(), full[512:].copy()]
+    ctx.copy_threads = 2
+
+    def run_and_check(plan):
+        d = [np.zeros((1024, 768), np.float32) for _ in range(2)]
+        bind_all(plan, s, d)
+        plan.execute()
+        return (np.array_equal(d[0], full[:, :768]) and
+                np.array_equal(d[1], full[:, 768:]))
+
+    with ctx.plan(src, dst) as plan:
+        assert run_and_check(plan)
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                signal.alarm(20)  # a hang fails the child
+                ok = run_and_check(plan) and run_and_check(plan)
+                # closing joins the child's threads, none of the parent's
+                plan.close()
+                ctx.close()
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert run_and_check(plan)
+    ctx.copy_threads = 1
     src.close()
     dst.close()
