@@ -119,10 +119,7 @@ static void after_fork_in_child(void) {
   for (rsi_copy_pool *p = pools; p; p = p->next_pool) {
     p->started = p->parked = 0;
     p->cannot_start = false;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->go, NULL);
-    pthread_cond_init(&p->done, NULL);
-    pthread_cond_init(&p->parked_all, NULL);
+    (void)init_sync(p);
   }
 }
 
