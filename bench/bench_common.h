@@ -197,8 +197,16 @@ static inline void bench_table_header(void) {
          "------------------", "------------");
 }
 
+/* A figure's name must fit its column: bench/figures.py reads the table
+ * back by the columns the header's dashes mark, and a longer name would
+ * end the table there. So a bench whose name overflows fails at once. */
 static inline void bench_table_row(const char *figure, const char *measured,
                             const char *baseline, const char *ratio) {
+  if (strlen(figure) > 34) {
+    fprintf(stderr, "bench: figure name over 34 characters: \"%s\"\n",
+            figure);
+    exit(2);
+  }
   printf("%-34s %18s %18s %12s\n", figure, measured, baseline, ratio);
 }
 

@@ -464,8 +464,8 @@ int main(int argc, char **argv) {
   rate_row("execute best [GB/s] vs memcpy 1T", rate, rate_m1, "memcpy");
   rate_row("execute median [GB/s] vs memcpy 1T", rate_med, rate_m1, "memcpy");
   rate_row("execute best [GB/s] vs memcpy nT", rate, rate_mn, memcpy_n);
-  rate_row("execute nT best [GB/s] vs memcpy nT", rate_n, rate_mn, memcpy_n);
-  rate_row("execute nT best [GB/s] vs 1T", rate_n, rate, "execute 1T");
+  rate_row("exec nT best [GB/s] vs memcpy nT", rate_n, rate_mn, memcpy_n);
+  rate_row("exec nT best [GB/s] vs exec 1T", rate_n, rate, "execute 1T");
   snprintf(a, sizeof a, "%.2f", rate / rate_m1);
   snprintf(c, sizeof c, "%.2f", (rate / rate_m1) / 0.85);
   bench_table_row("ratio to memcpy 1T", a, "0.85 (target)", c);
