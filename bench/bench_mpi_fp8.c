@@ -1,12 +1,9 @@
 /* bench_mpi_fp8: a weight sync into an fp8 engine between MPI processes,
  * three ways in one run.
  *
- * The job of bench_mpi_refit: ranks 0..3 are trainers holding Qwen3-32B
- * decoder layers in bf16 as TP2 x DP2 (rank = dp*2 + tp); ranks 4..7 are
- * inference engines, also TP2 x DP2, holding vLLM-style fused buffers (q,
- * k, v one after the other = qkv_proj; gate then up = gate_up_proj).
- * Column-parallel (dim 0): q/k/v/gate/up; row-parallel (dim 1): o/down;
- * norms replicated.
+ * The main job of bench_mpi_refit (bench_main_job.h): Qwen3-32B layers in
+ * bf16 from TP2 x DP2 trainers (ranks 0..3) into TP2 x DP2 engines with
+ * fused buffers (ranks 4..7).
  *
  *  (a) libreshard bf16 -> bf16, as bench_mpi_refit.
  *  (b) libreshard bf16 -> fp8: every linear weight lands as f8_e4m3 with a
@@ -32,128 +29,8 @@
 #include <reshard/reshard_mpi.h>
 #include <stdbool.h>
 
+#include "bench_main_job.h"
 #include "convert.h"
-
-enum { TRAIN = 4, WORLD = 8, TP = 2, HIDDEN = 5120, INTER = 25600 };
-enum { Q_OUT = 8192, KV_OUT = 1024, HEAD_DIM = 128, MAX_T = 256 };
-enum { BLOCK = 128 };
-#define BUCKET_BYTES ((size_t)512 << 20)
-
-typedef struct tensor {
-  char name[96];
-  char scale_name[112]; /* fp8 tensors: name + "_scale_inv" */
-  bool fp8;             /* a linear weight: fp8 with scales in (b), (c) */
-  int ndim;
-  int64_t shape[2];
-  int64_t scale_shape[2];
-  int split;            /* TP-sharded dim, -1 replicated */
-  int64_t elems;        /* whole tensor */
-  int64_t bytes;        /* whole tensor, bf16 */
-  int64_t bcast_bytes;  /* whole tensor as (c) broadcasts it: fp8 + scales,
-                           or bf16 */
-  int64_t src_off;      /* trainer buffer (bf16) */
-  int64_t dst_off;      /* inference buffer of (a) (bf16) */
-  int64_t val_off;      /* inference values buffer of (b), (c) */
-  int64_t scale_off;    /* inference scales buffer of (b), (c) */
-} tensor;
-
-static tensor T[MAX_T];
-static int NT;
-static int64_t SRC_BYTES, DST_BYTES, VAL_BYTES, SCALE_BYTES;
-static int me;
-
-static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* Bytes of tensor t's shard on an inference rank: values (fp8, or bf16
- * for a norm) and scales. */
-static int64_t shard_value_bytes(const tensor *t) {
-  return (t->fp8 ? t->elems : t->bytes) / (t->split < 0 ? 1 : TP);
-}
-
-static int64_t shard_scale_bytes(const tensor *t) {
-  if (!t->fp8) return 0;
-  return 4 * t->scale_shape[0] * t->scale_shape[1] / (t->split < 0 ? 1 : TP);
-}
-
-static void add(const char *name, bool fp8, int split, int ndim, int64_t d0,
-                int64_t d1) {
-  tensor *t = &T[NT++];
-  snprintf(t->name, sizeof t->name, "%s", name);
-  snprintf(t->scale_name, sizeof t->scale_name, "%s_scale_inv", name);
-  t->fp8 = fp8;
-  t->ndim = ndim;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->scale_shape[0] = div_up(d0, BLOCK);
-  t->scale_shape[1] = div_up(d1, BLOCK);
-  t->split = split;
-  t->elems = d0 * (ndim > 1 ? d1 : 1);
-  t->bytes = 2 * t->elems;
-  int64_t blocks = t->scale_shape[0] * t->scale_shape[1];
-  t->bcast_bytes = fp8 ? t->elems + 4 * blocks : t->bytes;
-  int ways = split < 0 ? 1 : TP;
-  t->src_off = SRC_BYTES;
-  t->dst_off = DST_BYTES;
-  t->val_off = VAL_BYTES;
-  t->scale_off = SCALE_BYTES;
-  SRC_BYTES += t->bytes / ways;
-  DST_BYTES += t->bytes / ways;
-  VAL_BYTES += shard_value_bytes(t);
-  SCALE_BYTES += shard_scale_bytes(t);
-}
-
-static void build_model(int layers) {
-  for (int l = 0; l < layers; l++) {
-    char f[96];
-#define T2(name, split, d0, d1)                                      \
-  snprintf(f, sizeof f, "model.layers.%d.%s", l, name),              \
-      add(f, true, split, 2, d0, d1)
-#define T1(name, d0)                                                 \
-  snprintf(f, sizeof f, "model.layers.%d.%s", l, name),              \
-      add(f, false, -1, 1, d0, 1)
-    T1("input_layernorm.weight", HIDDEN);
-    T2("self_attn.q_proj.weight", 0, Q_OUT, HIDDEN);
-    T2("self_attn.k_proj.weight", 0, KV_OUT, HIDDEN);
-    T2("self_attn.v_proj.weight", 0, KV_OUT, HIDDEN);
-    T2("self_attn.o_proj.weight", 1, HIDDEN, Q_OUT);
-    T1("self_attn.q_norm.weight", HEAD_DIM);
-    T1("self_attn.k_norm.weight", HEAD_DIM);
-    T1("post_attention_layernorm.weight", HIDDEN);
-    T2("mlp.gate_proj.weight", 0, INTER, HIDDEN);
-    T2("mlp.up_proj.weight", 0, INTER, HIDDEN);
-    T2("mlp.down_proj.weight", 1, HIDDEN, INTER);
-#undef T1
-#undef T2
-  }
-}
-
-/* The box of a tensor of @p shape, sharded as @p t, on TP rank @p tp. */
-static void tp_box(const tensor *t, const int64_t *shape, int tp,
-                   int64_t *off, int64_t *ext) {
-  int64_t mesh[1] = {TP}, coord[1] = {tp};
-  int place[1] = {t->split < 0 ? RS_REPLICATE : t->split};
-  off[0] = off[1] = 0;
-  ext[0] = ext[1] = 1;
-  rs_dtensor_local_box(t->ndim, shape, 1, mesh, place, coord, off, ext);
-}
-
-static void local_box(const tensor *t, int tp, int64_t *off, int64_t *ext) {
-  tp_box(t, t->shape, tp, off, ext);
-}
-
-static void scale_box(const tensor *t, int tp, int64_t *off, int64_t *ext) {
-  tp_box(t, t->scale_shape, tp, off, ext);
-}
-
-static void fill_source(char *buf, int tp) {
-  for (int i = 0; i < NT; i++) {
-    const tensor *t = &T[i];
-    int64_t off[2], ext[2];
-    local_box(t, tp, off, ext);
-    bench_fill_box_with(bench_weight_value, (uint16_t *)(buf + t->src_off), i,
-                        t->ndim, t->shape, off, ext);
-  }
-}
 
 static void check_quantize(rs_status st, const rsi_err *err) {
   if (st != RS_OK) {
@@ -179,9 +56,9 @@ static void copy_out_converted(const tensor *t, const char *whole, int tp,
                                char *values, char *scales) {
   int64_t off[2], ext[2];
   local_box(t, tp, off, ext);
-  bench_copy_box_out(values + t->val_off, whole, t->fp8 ? 1 : 2, t->ndim,
+  bench_copy_box_out(values + t->val_off, whole, t->linear ? 1 : 2, t->ndim,
                      t->shape, off, ext);
-  if (!t->fp8) return;
+  if (!t->linear) return;
   scale_box(t, tp, off, ext);
   bench_copy_box_out(scales + t->scale_off, whole + t->elems, 4, t->ndim,
                      t->scale_shape, off, ext);
@@ -204,7 +81,7 @@ static void build_reference(char *values, char *scales) {
     const tensor *t = &T[i];
     bench_fill_box_with(bench_weight_value, bf16, i, t->ndim, t->shape, zero,
                         t->shape);
-    if (t->fp8)
+    if (t->linear)
       quantize_whole(t, bf16, (uint8_t *)converted,
                      (float *)(converted + t->elems));
     else
@@ -249,46 +126,6 @@ static void build_reference(char *values, char *scales) {
 
 /* ---- (c): gather, quantize, broadcast ------------------------------------ */
 
-/* Rank 0 assembles tensor t whole (bf16) at `whole` from its shard and
- * rank 1's, as bench_mpi_refit's baseline. */
-static void gather_tensor(const tensor *t, const char *src, char *whole,
-                          char *scratch) {
-  int64_t local = t->split < 0 ? t->bytes : t->bytes / TP;
-  if (t->split < 0) {
-    if (me == 0) memcpy(whole, src + t->src_off, (size_t)t->bytes);
-    return;
-  }
-  if (me == 1) {
-    MPI_Send(src + t->src_off, (int)local, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
-    return;
-  }
-  if (t->split == 0) { /* rows: the halves are the two ends */
-    memcpy(whole, src + t->src_off, (size_t)local);
-    MPI_Recv(whole + local, (int)local, MPI_BYTE, 1, 7, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
-    return;
-  }
-  /* columns: interleave the two halves row by row */
-  MPI_Recv(scratch, (int)local, MPI_BYTE, 1, 7, MPI_COMM_WORLD,
-           MPI_STATUS_IGNORE);
-  int64_t rows = t->shape[0], half = t->shape[1] / TP * 2;
-  for (int64_t r = 0; r < rows; r++) {
-    memcpy(whole + r * 2 * half, src + t->src_off + r * half, (size_t)half);
-    memcpy(whole + r * 2 * half + half, scratch + r * half, (size_t)half);
-  }
-}
-
-/* One past the last tensor of the bucket that starts at @p first: whole
- * tensors up to BUCKET_BYTES of bf16, at least one. */
-static int bucket_end(int first) {
-  int last = first;
-  size_t bytes = 0;
-  while (last < NT &&
-         (last == first || bytes + (size_t)T[last].bytes <= BUCKET_BYTES))
-    bytes += (size_t)T[last++].bytes;
-  return last;
-}
-
 static size_t bcast_bytes(int first, int last) {
   size_t bytes = 0;
   for (int i = first; i < last; i++) bytes += (size_t)T[i].bcast_bytes;
@@ -312,7 +149,7 @@ static void gather_quantize_broadcast(MPI_Comm bcast, const char *src,
       size_t at = 0, to = 0;
       for (int i = first; i < last; i++) {
         const tensor *t = &T[i];
-        if (t->fp8)
+        if (t->linear)
           quantize_whole(t, bucket + at, (uint8_t *)converted + to,
                          (float *)(converted + to + t->elems));
         else
@@ -394,7 +231,7 @@ static int64_t wrong_converted(void *arg) {
     int64_t off[2], ext[2];
     local_box(t, j->tp, off, ext);
     int64_t n = ext[0] * ext[1];
-    if (t->fp8) {
+    if (t->linear) {
       const uint8_t *got = (const uint8_t *)j->values + t->val_off;
       const uint8_t *want = (const uint8_t *)j->ref_values + t->val_off;
       for (int64_t e = 0; e < n; e++) wrong += got[e] != want[e];
@@ -442,7 +279,7 @@ static rs_layout *destination_layout(rs_context *ctx, bool fp8, int tp) {
   BENCH_CHECK(ctx, rs_layout_create(ctx, &dst));
   for (int i = 0; i < NT; i++) {
     const tensor *t = &T[i];
-    bool q = fp8 && t->fp8;
+    bool q = fp8 && t->linear;
     BENCH_CHECK(ctx, rs_layout_add_tensor(dst, t->name,
                                           q ? RS_DTYPE_F8_E4M3 : RS_DTYPE_BF16,
                                           t->ndim, t->shape));
@@ -481,7 +318,7 @@ static void report(int layers, int domains, const way *w,
                       "MPI processes");
   int64_t weights = 0, fp8_tensors = 0;
   for (int i = 0; i < NT; i++)
-    if (T[i].fp8) weights += T[i].elems, fp8_tensors++;
+    if (T[i].linear) weights += T[i].elems, fp8_tensors++;
   printf("model   : %d Qwen3-32B decoder layers, %d bf16 tensors, %.3f GB; "
          "%lld linear weights (%.3f G elements) to f8_e4m3 + f32 scales "
          "per %dx%d block in (b), (c)\n",
@@ -557,7 +394,7 @@ int main(int argc, char **argv) {
   j.tp = (me % TRAIN) % TP;
   if (trainer) {
     j.src = bench_xmalloc((size_t)SRC_BYTES);
-    fill_source(j.src, j.tp);
+    fill_source(bench_weight_value, j.src, j.tp);
   }
   bench_mpi_quiet_barrier();
   MPI_Comm_split(MPI_COMM_WORLD, me == 0 || !trainer ? 0 : MPI_UNDEFINED, me,

@@ -4,7 +4,8 @@
  * (mesh [DP, TP], rank = dp*2 + tp); ranks 4..7 are inference engines, also
  * TP2 x DP2, holding vLLM-style fused buffers (q, k, v rows one after the
  * other = qkv_proj; gate then up = gate_up_proj). Column-parallel (dim 0):
- * q/k/v/gate/up; row-parallel (dim 1): o/down; norms replicated.
+ * q/k/v/gate/up; row-parallel (dim 1): o/down; norms replicated. The job
+ * is bench_main_job.h's, which bench_mpi_fp8 syncs into an fp8 engine.
  *
  *  reshard:   every rank describes only its own shards, rs_layout_allgather,
  *             one plan, rs_plan_execute.
@@ -29,79 +30,7 @@
 #include <reshard/reshard_mpi.h>
 #include <stdbool.h>
 
-enum { TRAIN = 4, WORLD = 8, TP = 2, HIDDEN = 5120, INTER = 25600 };
-enum { Q_OUT = 8192, KV_OUT = 1024, HEAD_DIM = 128, MAX_T = 256 };
-#define BUCKET_BYTES ((size_t)512 << 20)
-
-typedef struct tensor {
-  char name[96];
-  int ndim;
-  int64_t shape[2];
-  int split;        /* TP-sharded dim, -1 replicated */
-  int64_t src_off;  /* byte offset in every trainer rank's buffer */
-  int64_t dst_off;  /* byte offset in every inference rank's buffer */
-  int64_t bytes;    /* whole tensor */
-} tensor;
-
-static tensor T[MAX_T];
-static int NT;
-static int64_t SRC_BYTES, DST_BYTES;
-static int me;
-
-static void add(const char *fmt, int layer, int split, int ndim, int64_t d0,
-                int64_t d1) {
-  tensor *t = &T[NT++];
-  snprintf(t->name, sizeof t->name, fmt, layer);
-  t->ndim = ndim;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->split = split;
-  t->bytes = 2 * d0 * (ndim > 1 ? d1 : 1);
-  int64_t local = split < 0 ? t->bytes : t->bytes / TP;
-  t->src_off = SRC_BYTES;
-  t->dst_off = DST_BYTES;
-  SRC_BYTES += local;
-  DST_BYTES += local;
-}
-
-static void build_model(int layers) {
-  for (int l = 0; l < layers; l++) {
-    const char *p = "model.layers.%d.";
-    char f[128];
-#define T2(name, split, d0, d1) \
-  snprintf(f, sizeof f, "%s%s", p, name), add(f, l, split, 2, d0, d1)
-#define T1(name, d0) snprintf(f, sizeof f, "%s%s", p, name), add(f, l, -1, 1, d0, 1)
-    T1("input_layernorm.weight", HIDDEN);
-    T2("self_attn.q_proj.weight", 0, Q_OUT, HIDDEN);
-    T2("self_attn.k_proj.weight", 0, KV_OUT, HIDDEN);
-    T2("self_attn.v_proj.weight", 0, KV_OUT, HIDDEN);
-    T2("self_attn.o_proj.weight", 1, HIDDEN, Q_OUT);
-    T1("self_attn.q_norm.weight", HEAD_DIM);
-    T1("self_attn.k_norm.weight", HEAD_DIM);
-    T1("post_attention_layernorm.weight", HIDDEN);
-    T2("mlp.gate_proj.weight", 0, INTER, HIDDEN);
-    T2("mlp.up_proj.weight", 0, INTER, HIDDEN);
-    T2("mlp.down_proj.weight", 1, HIDDEN, INTER);
-#undef T1
-#undef T2
-  }
-}
-
-/* The box tensor t has on TP rank tp. */
-static void local_box(const tensor *t, int tp, int64_t *off, int64_t *ext) {
-  int64_t mesh[1] = {TP}, coord[1] = {tp};
-  int place[1] = {t->split < 0 ? RS_REPLICATE : t->split};
-  rs_dtensor_local_box(t->ndim, t->shape, 1, mesh, place, coord, off, ext);
-}
-
-static void fill_source(char *buf, int tp) {
-  for (int i = 0; i < NT; i++) {
-    const tensor *t = &T[i];
-    int64_t off[2] = {0, 0}, ext[2] = {1, 1};
-    local_box(t, tp, off, ext);
-    bench_fill_box((uint16_t *)(buf + t->src_off), i, t->ndim, t->shape, off, ext);
-  }
-}
+#include "bench_main_job.h"
 
 static int64_t count_wrong(const char *buf, int tp) {
   int64_t wrong = 0;
@@ -117,61 +46,24 @@ static int64_t count_wrong(const char *buf, int tp) {
 
 /* ---- gather-and-broadcast ---------------------------------------------- */
 
-/* Rank 0 assembles tensor t whole at `whole` from its shard and rank 1's. */
-static void gather_tensor(const tensor *t, int i, const char *src, char *whole,
-                          char *scratch) {
-  (void)i;
-  int64_t local = t->split < 0 ? t->bytes : t->bytes / TP;
-  if (t->split < 0) {
-    if (me == 0) memcpy(whole, src + t->src_off, (size_t)t->bytes);
-    return;
-  }
-  if (me == 1) {
-    MPI_Send(src + t->src_off, (int)local, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
-    return;
-  }
-  if (t->split == 0) { /* rows: the halves are the two ends */
-    memcpy(whole, src + t->src_off, (size_t)local);
-    MPI_Recv(whole + local, (int)local, MPI_BYTE, 1, 7, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
-    return;
-  }
-  /* columns: interleave the two halves row by row */
-  MPI_Recv(scratch, (int)local, MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  int64_t rows = t->shape[0], half = t->shape[1] / TP * 2;
-  for (int64_t r = 0; r < rows; r++) {
-    memcpy(whole + r * 2 * half, src + t->src_off + r * half, (size_t)half);
-    memcpy(whole + r * 2 * half + half, scratch + r * half, (size_t)half);
-  }
-}
-
 /* Inference rank: copy its shard of tensor t out of the whole tensor. */
 static void copy_out(const tensor *t, const char *whole, char *dst, int tp) {
-  int64_t off[2] = {0, 0}, ext[2] = {1, 1};
+  int64_t off[2], ext[2];
   local_box(t, tp, off, ext);
-  if (t->split <= 0) {
-    int64_t row = t->ndim > 1 ? t->shape[1] * 2 : 2;
-    memcpy(dst + t->dst_off, whole + off[0] * row, (size_t)(ext[0] * row));
-    return;
-  }
-  int64_t cols = t->shape[1];
-  for (int64_t r = 0; r < ext[0]; r++)
-    memcpy(dst + t->dst_off + r * ext[1] * 2, whole + (r * cols + off[1]) * 2,
-           (size_t)(ext[1] * 2));
+  bench_copy_box_out(dst + t->dst_off, whole, 2, t->ndim, t->shape, off, ext);
 }
 
 static void gather_broadcast(MPI_Comm bcast, const char *src, char *dst,
                              char *bucket, char *scratch) {
   bool in_bcast = me == 0 || me >= TRAIN;
   for (int first = 0; first < NT;) {
-    int last = first;
+    int last = bucket_end(first);
     size_t bytes = 0;
-    while (last < NT && (last == first || bytes + (size_t)T[last].bytes <= BUCKET_BYTES))
-      bytes += (size_t)T[last++].bytes;
+    for (int i = first; i < last; i++) bytes += (size_t)T[i].bytes;
     if (me <= 1) { /* gather on the first TP group's rank 0 */
       size_t at = 0;
       for (int i = first; i < last; i++) {
-        gather_tensor(&T[i], i, src, bucket + at, scratch);
+        gather_tensor(&T[i], src, bucket + at, scratch);
         at += (size_t)T[i].bytes;
       }
     }
@@ -240,7 +132,7 @@ int main(int argc, char **argv) {
   job j = {0};
   if (trainer) {
     j.src = bench_xmalloc((size_t)SRC_BYTES);
-    fill_source(j.src, tp);
+    fill_source(bench_value, j.src, tp);
   } else {
     j.dst = bench_xmalloc((size_t)DST_BYTES);
   }
