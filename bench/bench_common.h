@@ -307,6 +307,20 @@ static inline void bench_copy_box_out(void *box, const void *whole,
 
 /* ---- MPI benches (include <mpi.h> before this header to get these) ------- */
 #ifdef MPI_VERSION
+#include <reshard/reshard_mpi.h>
+
+/* A context over MPI_COMM_WORLD; a rank that cannot make one says why and
+ * aborts the job. */
+static inline rs_context *bench_mpi_context(void) {
+  rs_context *ctx = NULL;
+  if (rs_context_create_mpi(MPI_COMM_WORLD, &ctx) != RS_OK) {
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "rank %d: %s\n", rank, rs_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return ctx;
+}
 
 /* Seconds @p run takes on the slowest rank: barriers on both sides. */
 static inline double bench_mpi_timed(void (*run)(void *), void *arg) {

@@ -26,7 +26,6 @@
 
 #include "bench_common.h"
 
-#include <reshard/reshard_mpi.h>
 #include <stdbool.h>
 
 #include "bench_main_job.h"
@@ -400,11 +399,7 @@ int main(int argc, char **argv) {
   MPI_Comm_split(MPI_COMM_WORLD, me == 0 || !trainer ? 0 : MPI_UNDEFINED, me,
                  &j.bcast);
 
-  rs_context *ctx = NULL;
-  if (rs_context_create_mpi(MPI_COMM_WORLD, &ctx) != RS_OK) {
-    fprintf(stderr, "rank %d: %s\n", me, rs_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  rs_context *ctx = bench_mpi_context();
   j.ctx = ctx;
   double *seconds = bench_xcalloc((size_t)reps, sizeof *seconds);
   way w[3] = {{0}};

@@ -27,7 +27,6 @@
 
 #include "bench_common.h"
 
-#include <reshard/reshard_mpi.h>
 #include <stdbool.h>
 
 #include "bench_main_job.h"
@@ -143,11 +142,7 @@ int main(int argc, char **argv) {
 
   /* The reshard: every rank describes only its own shards. */
   double t_plan = MPI_Wtime();
-  rs_context *ctx = NULL;
-  if (rs_context_create_mpi(MPI_COMM_WORLD, &ctx) != RS_OK) {
-    fprintf(stderr, "rank %d: %s\n", me, rs_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  rs_context *ctx = bench_mpi_context();
   j.ctx = ctx;
   rs_layout *src = NULL, *dst = NULL;
   BENCH_CHECK(ctx, rs_layout_create(ctx, &src));
