@@ -414,9 +414,7 @@ static void domain_span(const rt_job *job, int from, int to, char *buf,
     snprintf(buf, n, "%d-%d", a, b);
 }
 
-/* The strategies in table order; with conversion, the same sync without
- * it under ours and gather-convert-broadcast under gather+broadcast. */
-static size_t report_rows(const rt_report *r, const rt_result **rows) {
+size_t rt_report_rows(const rt_report *r, const rt_result **rows) {
   size_t n = 0;
   rows[n++] = &r->ours;
   if (r->converts) rows[n++] = &r->ours_plain;
@@ -489,8 +487,8 @@ void rt_report_print(const rt_report *r, FILE *f) {
   fprintf(f, "\n%-34s %21s %9s %11s %11s  %s\n", "strategy",
           "time [s] (range)",
           "vs ours", "across", "inside", "hot spot / note");
-  const rt_result *rows[8];
-  size_t nrows = report_rows(r, rows);
+  const rt_result *rows[RT_REPORT_ROWS];
+  size_t nrows = rt_report_rows(r, rows);
   for (size_t i = 0; i < nrows; i++) {
     const rt_result *x = rows[i];
     char hot[640], tm[64], ratio[16];

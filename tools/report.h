@@ -54,6 +54,11 @@ typedef struct rt_report {
 int rt_report_run(const rt_job *job, const rt_options *opt, rt_report *out,
                   rt_err *e);
 void rt_report_free(rt_report *r);
+/* The strategies in table order, at most RT_REPORT_ROWS of them, into
+ * @p rows; returns how many. With conversion, the same sync without it
+ * follows ours and gather-convert-broadcast follows gather+broadcast. */
+enum { RT_REPORT_ROWS = 8 };
+size_t rt_report_rows(const rt_report *r, const rt_result **rows);
 /* The human table. */
 void rt_report_print(const rt_report *r, FILE *f);
 /* The same as JSON (malloc'd text, caller frees). */

@@ -182,16 +182,8 @@ static void links(FILE *f, const rt_report *r, double x0, double y0, double w,
 
 static void strategies(FILE *f, const rt_report *r, double x0, double y0,
                        double w) {
-  const rt_result *rows[8];
-  int n = 0;
-  rows[n++] = &r->ours;
-  if (r->converts) rows[n++] = &r->ours_plain;
-  rows[n++] = &r->hier;
-  rows[n++] = &r->direct;
-  rows[n++] = &r->gb_rl;
-  rows[n++] = &r->gb_ideal;
-  if (r->converts) rows[n++] = &r->gb_convert;
-  rows[n++] = &r->lb;
+  const rt_result *rows[RT_REPORT_ROWS];
+  int n = (int)rt_report_rows(r, rows);
   double mx = 0;
   for (int i = 0; i < n; i++)
     if (rows[i]->time > mx) mx = rows[i]->time;
