@@ -339,12 +339,7 @@ int main(int argc, char **argv) {
   printf("setup   : buffers filled in %.2f s\n", bench_now() - t0);
 
   rs_context *ctx = NULL;
-  rs_status st = rs_context_create_local(WORLD, &ctx);
-  if (st != RS_OK) {
-    fprintf(stderr, "rs_context_create_local: %s: %s\n", rs_status_name(st),
-            rs_last_error());
-    return 1;
-  }
+  BENCH_CHECK(NULL, rs_context_create_local(WORLD, &ctx));
   BENCH_CHECK(ctx, rs_context_set_domain_size(ctx, DOMAIN));
   int64_t staging = 0, slice = 0;
   BENCH_CHECK(ctx, rs_context_get_param(ctx, RS_PARAM_STAGING_BYTES,

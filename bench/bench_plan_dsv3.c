@@ -421,12 +421,7 @@ int main(int argc, char **argv) {
          DOMAIN);
 
   rs_context *ctx = NULL;
-  rs_status st = rs_context_create_local(WORLD, &ctx);
-  if (st != RS_OK) {
-    fprintf(stderr, "rs_context_create_local: %s: %s\n", rs_status_name(st),
-            rs_last_error());
-    return 1;
-  }
+  BENCH_CHECK(NULL, rs_context_create_local(WORLD, &ctx));
   BENCH_CHECK(ctx, rs_context_set_domain_size(ctx, DOMAIN));
   int64_t staging = 0;
   BENCH_CHECK(ctx, rs_context_get_param(ctx, RS_PARAM_STAGING_BYTES,
