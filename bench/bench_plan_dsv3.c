@@ -24,12 +24,15 @@
  *
  * Domains of 8 consecutive ranks. Each rank's part (RS_PARAM_PLAN_PART) of
  * a trainer and of an inference rank is made too: the memory it keeps
- * beside the whole plan's.
+ * beside the whole plan's. So is what lands in the last inference domain
+ * (rsi_plan_create_domain): its time and peak beside the whole plan's.
  *
  * Usage: bench_plan_dsv3 [repetitions] [trainer DP]. The trainer DP (2 by
  * default) scales the job: DP x 128 trainer ranks and as many inference
  * ranks (TP8 x DP*16 engines); 64 is DeepSeek-V3 on 8192 GPUs a side. */
 #include "bench_common.h"
+
+#include "plan.h" /* rsi_plan_create_domain: a domain's part */
 
 #include <sys/wait.h>
 
@@ -341,10 +344,11 @@ typedef struct part_figures {
 } part_figures;
 
 /* Plans the part the context asks for in a child process (fork), which
- * starts its peak resident set afresh; a child that fails is reported and
- * ends the bench. */
+ * starts its peak resident set afresh, or with domain >= 0 what lands in
+ * that destination domain (rsi_plan_create_domain); a child that fails is
+ * reported and ends the bench. */
 static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
-                                       const rs_layout *dst) {
+                                       const rs_layout *dst, int domain) {
   part_figures f = {0, 0, 0, -1};
   int fd[2];
   if (pipe(fd) != 0) {
@@ -364,7 +368,10 @@ static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
     bool peak_known = bench_reset_peak_rss();
     int64_t h0 = heap_in_use();
     double t0 = bench_now();
-    BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
+    if (domain >= 0)
+      BENCH_CHECK(ctx, rsi_plan_create_domain(src, dst, domain, &plan));
+    else
+      BENCH_CHECK(ctx, rs_plan_create(src, dst, &plan));
     f.seconds = bench_now() - t0;
     if (peak_known) f.peak_kib = bench_peak_rss_kib() - rss0;
     f.heap = heap_in_use() - h0;
@@ -508,9 +515,14 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 2; k++) {
     BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_PLAN_PART,
                                           part_rank[k]));
-    part[k] = plan_part_in_child(ctx, src, dst);
+    part[k] = plan_part_in_child(ctx, src, dst, -1);
   }
   BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, -1));
+  /* What lands in one destination domain (the last engine's), planned
+   * alone: every other domain only walked for what it leaves to later
+   * ones (docs/PLANNING.md, "A domain's part"). */
+  const int part_domain = (WORLD - 1) / DOMAIN;
+  part_figures dpart = plan_part_in_child(ctx, src, dst, part_domain);
 
   /* Each destination domain is one TP8 group holding one whole copy of the
    * model, so every model byte must enter each of the IDP domains once. */
@@ -596,6 +608,12 @@ int main(int argc, char **argv) {
            (long long)part[k].moves, (double)part[k].heap / BENCH_MIB,
            (double)heap_plan / BENCH_MIB, part[k].seconds,
            part[k].peak_kib / 1024.0);
+  printf("domain  : domain %d (ranks %d..%d) gets %lld moves, planned "
+         "alone in %.3f s (the whole plan: min %.3f s), peak growth %.1f "
+         "MiB (the whole plan's %.1f MiB)\n",
+         part_domain, part_domain * DOMAIN, part_domain * DOMAIN + DOMAIN - 1,
+         (long long)dpart.moves, dpart.seconds, tmin,
+         dpart.peak_kib / 1024.0, (hwm_after_plan - hwm_after_layouts) / 1024.0);
   printf("naive   : all-pairs intersection, %lld src x dst box pairs, %lld "
          "non-empty (volume sum %lld), x %d: min %.3f s, median %.3f s\n",
          (long long)pairs, (long long)hits, (long long)vol, nreps, nmin, nmed);
@@ -641,6 +659,16 @@ int main(int argc, char **argv) {
     bench_table_row(k ? "peak planning inference part [MiB]"
                       : "peak planning trainer part [MiB]",
                     a, b, c);
+  }
+  snprintf(a, sizeof a, "%.3f", dpart.seconds);
+  snprintf(b, sizeof b, "%.3f (whole)", tmin);
+  snprintf(c, sizeof c, "%.3f", dpart.seconds / tmin);
+  bench_table_row("a domain's part, once [s]", a, b, c);
+  if (whole_peak > 0 && dpart.peak_kib >= 0) {
+    snprintf(a, sizeof a, "%.1f", dpart.peak_kib / 1024.0);
+    snprintf(b, sizeof b, "%.1f (whole)", whole_peak / 1024.0);
+    snprintf(c, sizeof c, "%.3f", (double)dpart.peak_kib / (double)whole_peak);
+    bench_table_row("peak planning domain part [MiB]", a, b, c);
   }
   snprintf(a, sizeof a, "%lld", (long long)moves);
   snprintf(b, sizeof b, "%lld (pairs)", (long long)hits);

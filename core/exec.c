@@ -295,6 +295,11 @@ static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
                     "(RS_PARAM_PLAN_PART) and this context drives every "
                     "rank: a part is for inspection here",
                     plan->part);
+  if (plan->domain_part)
+    return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                    "this plan holds only what lands in domain %d, "
+                    "scheduled on its own: it is for inspection",
+                    plan->part_domain);
   RSI_TRY(rsi_plan_require_boxes(plan, err));
   RSI_TRY(check_bindings(plan, err));
   if (!plan->exec) {

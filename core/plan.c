@@ -205,6 +205,11 @@ typedef struct planner {
   int64_t spent; /* bytes charged to moves and relays, of PLAN_BYTES */
   int64_t part;  /* the rank whose part the plan keeps (RS_PARAM_PLAN_PART) */
   bool keeps_boxes; /* RS_PARAM_PLAN_BOXES: moves keep their boxes */
+  /* A domain's part (rsi_plan_create_domain): the index of the domain
+   * whose moves the plan keeps, -1 for the whole plan; `shadow` while an
+   * entry of another domain is served (begin_shadow) */
+  int32_t only_domain;
+  bool shadow;
   key_sorter sorter;
 } planner;
 
@@ -383,9 +388,11 @@ static rs_status push_move_of(planner *p, int t, const int64_t *off,
   m->wire_dtype = (uint8_t)wire;
   m->dst_dtype = (uint8_t)to;
   m->computes_scales = computes_scales;
-  mark_used(plan, src_kind, (int32_t)src_index);
-  mark_used(plan, dst_kind, (int32_t)dst_index);
-  if (from == to && !computes_scales)
+  if (!p->shadow) { /* a shadow's moves are dropped: nothing runs them */
+    mark_used(plan, src_kind, (int32_t)src_index);
+    mark_used(plan, dst_kind, (int32_t)dst_index);
+  }
+  if (from == to && !computes_scales && !p->shadow)
     m->contiguous = (uint8_t)(rsi_move_contiguous(plan, m, true) |
                               rsi_move_contiguous(plan, m, false) << 1);
   if (src_rank == dst_rank)
@@ -646,7 +653,10 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
     if (!rsi_box_contains(p->ndim, n->off, n->ext, off, ext)) continue;
     RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
                      sizeof *p->holders, 1024, p->err));
-    p->holders[p->nholders++] = (holder){n->shard, unit, n->rank};
+    /* a shadow domain's units are dropped: a part does not order its
+     * forwards after them */
+    p->holders[p->nholders++] =
+        (holder){n->shard, p->shadow ? -1 : unit, n->rank};
     l->n++;
   }
   return RS_OK;
@@ -905,6 +915,7 @@ static rs_status serve_own_parts(planner *p, const needer *n, const group *g,
 static rs_status deliver_inside(planner *p, const int64_t *off,
                                 const int64_t *ext, const group *g,
                                 int domain, int64_t nnear) {
+  if (p->shadow) return RS_OK; /* nothing crosses: no other domain reads it */
   int nd = p->ndim;
   int64_t so[RSI_MAX_DIMS], se[RSI_MAX_DIMS];
   int64_t nfar = 0, lo, hi;
@@ -1040,6 +1051,37 @@ static rs_status deliver_across(planner *p, const int64_t *off,
   return end_unit(p);
 }
 
+/* A crossing of piece (off, ext) of group g into a shadow's domain
+ * (begin_shadow), `place`-th of its slot, without its moves: what it
+ * leaves for later domains. Its holders may forward it; where it comes
+ * from a replica (`forwarded` false), the replica's set is charged what
+ * deliver_across would have sent, which for values without scales does
+ * not depend on the entry: the piece in the wire dtype (into a relay slot
+ * where more than one needer meets it and none wants all of it), or where
+ * it meets one needer only, its part there. */
+static rs_status shadow_crossing(planner *p, const group *g,
+                                 const piece_slot *slot, int32_t place,
+                                 const int64_t *off, const int64_t *ext,
+                                 int64_t nnear, int64_t count,
+                                 const needer *entry, bool whole,
+                                 bool forwarded, int32_t depth) {
+  if (!forwarded) {
+    const rsi_conversion *cv = &p->plan->conv[p->tensor];
+    rs_dtype wire = wire_dtype(cv->src_dtype, cv->dst_dtype);
+    if (count > 1 && !whole) wire = wire_dtype(cv->src_dtype, wire);
+    int64_t so[RSI_MAX_DIMS], se[RSI_MAX_DIMS], vol;
+    if (count == 1)
+      rsi_box_intersect(p->ndim, off, ext, entry->off, entry->ext, so, se);
+    rsi_box_volume(p->ndim, count == 1 ? se : ext, &vol);
+    const sort_key *src;
+    int64_t set, at;
+    RSI_TRY(cross_replica(p, g, &src, &set, &at));
+    rsi_replica_sets_add(&p->sets, set, at,
+                         vol * (int64_t)rsi_dtype_size(wire));
+  }
+  return link_holders(p, slot, place, off, ext, nnear, -1, depth);
+}
+
 /* Deliver piece (off, ext), held by every replica of source group g, to the
  * needers of one domain (their boxes meet the piece). */
 static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
@@ -1080,6 +1122,9 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   const holder *ho = cross_from(p, slot, place, entry->rank, &depth);
   int src_kind = RSI_EP_DST, src_rank;
   int64_t src_index, set = -1, set_at = 0, first_move = p->plan->nmoves;
+  if (p->shadow && p->plan->conv[p->tensor].scales < 0)
+    return shadow_crossing(p, g, slot, place, off, ext, nnear, count, entry,
+                           relay != NULL, ho != NULL, depth);
   if (ho) {
     src_index = ho->shard;
     src_rank = ho->rank;
@@ -1795,6 +1840,36 @@ static void mark_domains(planner *p, int64_t e0, int64_t e1) {
   }
 }
 
+/* ---- a domain's part ------------------------------------------------------ */
+
+/* What the plan held before an entry of another domain than the one a
+ * domain's part keeps was served. */
+typedef struct shadow_mark {
+  int64_t moves, relays, boxes, units, spent;
+} shadow_mark;
+
+/* Serve what follows as `domain`'s: in a domain's part, where `domain`
+ * is another, as a shadow. A shadow keeps what its choices leave for
+ * later domains (the pieces that crossed into it and its holders that may
+ * forward them, the replica sets' charges, its own domain's loads) and
+ * drops what it made (end_shadow), so the part's own choices are the
+ * whole plan's. */
+static void begin_shadow(planner *p, int domain, shadow_mark *m) {
+  p->shadow = p->only_domain >= 0 && domain != p->only_domain;
+  *m = (shadow_mark){p->plan->nmoves, p->plan->nrelays, p->plan->boxes.n,
+                     p->units.n, p->spent};
+}
+
+static void end_shadow(planner *p, const shadow_mark *m) {
+  if (!p->shadow) return;
+  p->plan->nmoves = m->moves;
+  p->plan->nrelays = m->relays;
+  p->plan->boxes.n = m->boxes;
+  p->units.n = m->units;
+  p->spent = m->spent;
+  p->shadow = false;
+}
+
 /* Disjoint destination groups are served one by one, each to all its
  * domains in turn, from a place that turns with the group: a piece then
  * crosses into its domains in that order, so each chain (cross_from) is
@@ -1810,8 +1885,13 @@ static rs_status serve_groups(planner *p, const key_value *order) {
     uint64_t h = ((uint64_t)p->tensor << 32 ^ (uint64_t)p->entries[e0].group) *
                  0x9E3779B97F4A7C15ull;
     int64_t n = e1 - e0, turn = (int64_t)((h ^ h >> 31) % (uint64_t)n);
-    for (int64_t i = 0; i < n; i++)
-      RSI_TRY(serve_entry(p, order, e0 + (turn + i) % n));
+    for (int64_t i = 0; i < n; i++) {
+      int64_t e = e0 + (turn + i) % n;
+      shadow_mark m;
+      begin_shadow(p, p->entries[e].domain, &m);
+      RSI_TRY(serve_entry(p, order, e));
+      end_shadow(p, &m);
+    }
     e0 = e1;
   }
   return RS_OK;
@@ -1881,7 +1961,10 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
     int64_t e1 = e0 + 1;
     while (e1 < p->nentries && p->entries[e1].domain == p->entries[e0].domain)
       e1++;
+    shadow_mark m;
+    begin_shadow(p, p->entries[e0].domain, &m);
     RSI_TRY(serve_domain(p, order, e0, e1));
+    end_shadow(p, &m);
     e0 = e1;
   }
   return RS_OK;
@@ -2474,6 +2557,10 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     if (p->domain_ix && p->rail &&
         number_domains(plan, p->domain_ix, p->rail, &ndomains))
       p->domain_mark = calloc((size_t)ndomains, sizeof *p->domain_mark);
+    for (int r = 0; plan->domain_part && p->domain_ix && r < ctx->world_size;
+         r++)
+      if (ctx->domain_of[r] == plan->part_domain)
+        p->only_domain = p->domain_ix[r];
     p->ranked = malloc((size_t)(max_s + 1) * sizeof *p->ranked);
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
         !p->cands || !p->key_rank || !order || !p->send_intra_load ||
@@ -2534,8 +2621,9 @@ static rs_status check_part(const rs_context *ctx, rsi_err *err) {
   return RS_OK;
 }
 
-rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
-                          rs_plan **out) {
+/* The whole plan, or where domain_part, what lands in `domain`. */
+static rs_status create(const rs_layout *src, const rs_layout *dst,
+                        bool domain_part, int domain, rs_plan **out) {
   rs_context *ctx = src->ctx;
   rsi_err *err = ctx->err;
   if (dst->ctx != ctx)
@@ -2543,6 +2631,12 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
                     "the source and destination layouts come from different "
                     "contexts");
   RSI_TRY(check_part(ctx, err));
+  bool known = !domain_part;
+  for (int r = 0; !known && r < ctx->world_size; r++)
+    known = ctx->domain_of[r] == domain;
+  if (!known)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "domain %d: no rank of the world is in it", domain);
   RSI_TRY(check_compatible(src, dst, err));
   RSI_TRY(rsi_layout_check_writes(dst, "destination", err));
   rs_plan *plan = calloc(1, sizeof *plan);
@@ -2550,11 +2644,14 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
   rsi_context_ref(ctx);
   plan->ctx = ctx;
   plan->part = -1;
+  plan->domain_part = domain_part;
+  plan->part_domain = domain;
   plan->keeps_boxes = ctx->plan_boxes != 0;
   planner p = {0};
   p.plan = plan;
   p.err = err;
   p.after = -1;
+  p.only_domain = -1;
   p.part = ctx->plan_part;
   p.keeps_boxes = plan->keeps_boxes;
   rs_status st = build(plan, src, dst, &p);
@@ -2565,4 +2662,14 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
   }
   *out = plan;
   return RS_OK;
+}
+
+rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
+                          rs_plan **out) {
+  return create(src, dst, false, 0, out);
+}
+
+rs_status rsi_plan_create_domain(const rs_layout *src, const rs_layout *dst,
+                                 int domain, rs_plan **out) {
+  return create(src, dst, true, domain, out);
 }

@@ -127,6 +127,11 @@ struct rs_plan {
    * forwards and copies; stats, relay_bytes and nrounds are the whole
    * plan's. */
   int part;
+  /* A domain's part (rsi_plan_create_domain): only the moves that land
+   * in domain `part_domain` (an id of domain_of), scheduled on their own;
+   * for inspection and the property tests, never executed. */
+  bool domain_part;
+  int part_domain;
   /* false (RS_PARAM_PLAN_BOXES = 0): no move has a box (every box is -1);
    * the plan is for inspection, never executed */
   bool keeps_boxes;
@@ -151,6 +156,18 @@ struct rs_plan {
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
                           rs_plan **out);
 void rsi_plan_destroy(rs_plan *plan);
+
+/* What lands in one destination domain (its ranks' domain_of id
+ * `domain`): the crossings into it and their forwards and copies inside
+ * it, move for move those of the whole plan, made by the same rules
+ * while every other domain is only walked for what its choices leave to
+ * later ones (core/plan.c, begin_shadow; docs/PLANNING.md, "A domain's
+ * part"). Its rounds are its own, and a forward from another domain is
+ * not ordered after the crossing it relays, so the plan is refused by
+ * execution. RS_ERR_INVALID_ARGUMENT where no rank is in `domain`; else
+ * as rsi_plan_create. Internal, not in the ABI. */
+rs_status rsi_plan_create_domain(const rs_layout *src, const rs_layout *dst,
+                                 int domain, rs_plan **out);
 
 /* The planner's scheduling units, n of them: end[u] is one past the last
  * move of unit u (each unit has at least one); unit u must run in a later

@@ -21,7 +21,8 @@
  *   - every rank allocated the staging RS_STAT_STAGING_BYTES says, within
  *     the setting;
  *   - one rank's part (RS_PARAM_PLAN_PART) holds exactly that rank's moves
- *     of the whole plan, in order.
+ *     of the whole plan, in order, and its domain's part
+ *     (rsi_plan_create_domain) exactly the whole plan's moves into it.
  * The destination now and then casts a float tensor (f32, bf16, f16) to
  * another of the three: every destination element must then hold the
  * source value cast by the host engine's own per-pair cast (convert.h),
@@ -35,6 +36,7 @@
 #include "engine.h"
 #include "exec.h"
 #include "fuzz_common.h"
+#include "rt_domain_parts.h"
 #include "rt_util.h"
 #include "rt_value.h"
 
@@ -742,6 +744,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(rt_same_moves_of(plan, part, rank, why, sizeof why),
              "the part of rank %d: %s", rank, why);
     rs_plan_destroy(part);
+    /* and its domain's part holds exactly the moves into that domain */
+    int64_t into = 0;
+    FZ_CHECK(rt_same_domain_part(plan, w.s[0].l, w.s[1].l,
+                                 plan->domain_of[rank], &into, why,
+                                 sizeof why),
+             "%s", why);
   }
   if (getenv("FUZZ_VERBOSE")) {
     int64_t moves = 0;

@@ -15,6 +15,7 @@
 
 #include "convert.h"
 #include "convert_elem.h"
+#include "rt_domain_parts.h"
 #include "rt_util.h"
 
 #define MAX_SHARDS 64
@@ -401,7 +402,8 @@ static int random_cuts(uint64_t *rng, int64_t n, int64_t align, int k,
 /* Random sources (any cuts, replicas, and an overlapping extra shard) into
  * random block-aligned destinations (replicated, over random domains),
  * staging small or large: every fp8 byte and scale as the whole-tensor
- * rule gives them. */
+ * rule gives them, and each domain's part is the whole plan's moves into
+ * it. */
 /* The plan made without boxes (RS_PARAM_PLAN_BOXES = 0) is the same plan
  * but for them: the scale moves made from a values move's box too. */
 static void same_without_boxes(job *j, int world, int c) {
@@ -469,6 +471,9 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
                                     staging);
     cr_assert_eq(st, RS_OK, "case %d: %s", c, rs_context_last_error(j.ctx));
     same_without_boxes(&j, world, c);
+    char why[256];
+    cr_assert(rt_same_domain_parts(j.plan, j.src, j.dst, why, sizeof why),
+              "case %d: %s", c, why);
     split += stat(&j, RS_STAT_CONVERTED_RECEIVING) > 0;
     whole += stat(&j, RS_STAT_CONVERTED_SENDING) > 0;
     bind_and_run(&j);

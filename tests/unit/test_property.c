@@ -14,9 +14,10 @@
  * move list, no domain receives an element across domains twice, staging
  * stays within its setting; for every fourth case, each rank's part
  * (RS_PARAM_PLAN_PART) is exactly its moves of the whole plan (every
- * other part made without boxes, RS_PARAM_PLAN_BOXES = 0), and for
- * another fourth the whole plan made without boxes is the same plan but
- * for them.
+ * other part made without boxes, RS_PARAM_PLAN_BOXES = 0); for another
+ * fourth, each destination domain's part (rsi_plan_create_domain) holds
+ * exactly the whole plan's moves into that domain; and for another fourth
+ * the whole plan made without boxes is the same plan but for them.
  *
  * Replay: RESHARD_SEED=<seed> (default fixed) and RESHARD_CASE=<index> to
  * run one case (RESHARD_LARGE_CASE=<index> for the large ones);
@@ -29,6 +30,8 @@
 #include <reshard/reshard.h>
 
 #include "rt_harness.h"
+
+#include "rt_domain_parts.h"
 
 #include "exec.h" /* rsi_exec_staging: what the executor allocated */
 #include "plan.h" /* the stage of a move, which the API does not show */
@@ -203,6 +206,7 @@ static struct {
   int64_t cases, src_shards, dst_shards, dst_elems, moves, inter_bytes;
   int64_t staging_checked; /* ranks whose real staging was checked */
   int64_t self_plans;      /* plans from a source layout to itself */
+  int64_t domain_parts;    /* cases whose domains' parts were checked */
 } totals;
 
 /* A plan from the source layout to itself moves nothing between ranks.
@@ -293,6 +297,16 @@ static void check_parts(const rh *h, const char *where) {
   }
 }
 
+/* Each destination domain's part holds exactly the whole plan's moves
+ * into that domain (rt_domain_parts.h). */
+static void check_domain_parts(const rh *h, const char *where) {
+  char why[256];
+  cr_assert(rt_same_domain_parts(h->plan, h->lay[0], h->lay[1], why,
+                                 sizeof why),
+            "%s: %s", where, why);
+  totals.domain_parts++;
+}
+
 /* RS_PARAM_PLAN_BOXES = 0: the same plan, without its moves' boxes. */
 static void check_without_boxes(const rh *h, const char *where) {
   rs_plan *bare = NULL;
@@ -371,6 +385,7 @@ static void run_case(uint64_t seed, int index, bool large) {
   check_move_order(&h, where);
   check_self_plan(&h, where);
   if (index % 4 == 0) check_parts(&h, where);
+  if (index % 4 == 1) check_domain_parts(&h, where);
   if (index % 4 == 2) check_without_boxes(&h, where);
   /* What the executor really allocated is what the plan said, and within
    * the setting. */
@@ -431,18 +446,22 @@ static void run_part(int part) {
   cr_log_info("property part %d: %lld cases, %lld src shards, %lld dst "
               "shards, %lld dst elements checked, %lld moves, %lld bytes "
               "across domains, real staging of %lld ranks checked, %lld plans "
-              "from a source layout to itself",
+              "from a source layout to itself, %lld cases' domain parts",
               part, (long long)totals.cases,
               (long long)totals.src_shards, (long long)totals.dst_shards,
               (long long)totals.dst_elems, (long long)totals.moves,
               (long long)totals.inter_bytes,
               (long long)totals.staging_checked,
-              (long long)totals.self_plans);
+              (long long)totals.self_plans, (long long)totals.domain_parts);
   cr_assert_gt(totals.staging_checked, 0, "no rank's staging was checked");
-  if (!one)
+  if (!one) {
     cr_assert_gt(totals.self_plans, totals.cases / 2, "only %lld of %lld "
                  "self plans were made", (long long)totals.self_plans,
                  (long long)totals.cases);
+    cr_assert_geq(totals.domain_parts, totals.cases / 4, "the domains' parts "
+                  "of %lld of %lld cases were checked",
+                  (long long)totals.domain_parts, (long long)totals.cases);
+  }
 }
 
 /* Fewer, larger cases (<= 65536 elements per tensor), always 64 KiB of
