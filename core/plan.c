@@ -2141,8 +2141,8 @@ static void fingerprint(rs_plan *plan, const int *dst_map) {
 
 /* The sides made the plan's own once it is made (rsi_side): copied, the
  * destination's tensors numbered by dst_map, where the plan keeps boxes
- * or is to keep a rank's part (plan_part.c cuts the copy); else, a whole
- * plan that cannot run, emptied. */
+ * or is to keep a rank's part (plan_part.c cuts the copy); else, a plan
+ * that cannot run (without boxes, or a domain's part), emptied. */
 static rs_status own_sides(rs_plan *plan, bool keep, const int *dst_map,
                            rsi_err *err) {
   for (int k = 0; k < 2; k++) {
@@ -2589,8 +2589,10 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     st = rsi_plan_schedule(plan, &p->units, err);
   if (st == RS_OK) fingerprint(plan, dst_map);
   if (st == RS_OK)
-    st = own_sides(plan, plan->keeps_boxes || ctx->plan_part >= 0, dst_map,
-                   err);
+    st = own_sides(plan,
+                   ctx->plan_part >= 0 ||
+                       (plan->keeps_boxes && !plan->domain_part),
+                   dst_map, err);
   free(dst_map);
   if (st == RS_OK && ctx->plan_part >= 0)
     st = rsi_plan_keep_part(plan, (int)ctx->plan_part, err);

@@ -65,8 +65,8 @@ static inline int64_t *rt_moves_into(const rs_plan *plan, int d, int64_t *n) {
 }
 
 /* Whether domain d's part of the plan from src to dst is the whole plan's
- * moves into d (else why says how not), and a part is refused by
- * execution. *nmoves: the part's moves. */
+ * moves into d (else why says how not), a part is refused by execution
+ * and gives its JSON. *nmoves: the part's moves. */
 static inline bool rt_same_domain_part(const rs_plan *whole,
                                        const rs_layout *src,
                                        const rs_layout *dst, int d,
@@ -106,6 +106,12 @@ static inline bool rt_same_domain_part(const rs_plan *whole,
     snprintf(why, cap, "the part of domain %d was executed", d);
     same = false;
   }
+  char *json = NULL;
+  if (same && rs_plan_to_json(part, &json, NULL) != RS_OK) {
+    snprintf(why, cap, "the part of domain %d gives no JSON", d);
+    same = false;
+  }
+  rs_free(json);
   *nmoves = np;
   free(want);
   free(got);
