@@ -65,8 +65,9 @@ static inline int64_t *rt_moves_into(const rs_plan *plan, int d, int64_t *n) {
 }
 
 /* Whether domain d's part of the plan from src to dst is the whole plan's
- * moves into d (else why says how not), a part is refused by execution
- * and gives its JSON. *nmoves: the part's moves. */
+ * moves into d (else why says how not) with the whole plan's fingerprint,
+ * is refused by execution and gives its JSON. *nmoves: the part's
+ * moves. */
 static inline bool rt_same_domain_part(const rs_plan *whole,
                                        const rs_layout *src,
                                        const rs_layout *dst, int d,
@@ -104,6 +105,13 @@ static inline bool rt_same_domain_part(const rs_plan *whole,
     }
   if (same && rs_plan_execute(part) != RS_ERR_UNSUPPORTED) {
     snprintf(why, cap, "the part of domain %d was executed", d);
+    same = false;
+  }
+  uint64_t fw = 0, fp = 1;
+  rs_plan_fingerprint(whole, &fw);
+  rs_plan_fingerprint(part, &fp);
+  if (same && fw != fp) { /* a fingerprint is of the inputs, not the moves */
+    snprintf(why, cap, "the part of domain %d has another fingerprint", d);
     same = false;
   }
   char *json = NULL;
