@@ -493,3 +493,91 @@ Test(property, large_layouts_small_staging_part0, .timeout = 80) {
 Test(property, large_layouts_small_staging_part1, .timeout = 80) {
   run_large(1);
 }
+
+/* ------------------------------------------- a job of many domains */
+
+/* A trainer-to-engine job of 28 domains, where a piece crosses into many
+ * domains and travels down chains: 16 trainer ranks (2 domains of 8, TP8
+ * x DP2), 96 engine ranks (24 domains of 4); tensors sharded unevenly on
+ * either side, an engine of TP2 (two replicas in a domain), one of TP4,
+ * a 3-D tensor, and one replicated over every rank (trainers too, so a
+ * domain holds its own source). Small staging cuts the pieces. Every
+ * domain's part is the whole plan's moves into it. */
+static void add_dtensor_or_fail(rs_layout *l, const char *name, int ndim,
+                                const int64_t *mesh, int nranks, int first,
+                                const int *placements, int buffer) {
+  int ranks[128];
+  for (int i = 0; i < nranks; i++) ranks[i] = first + i;
+  cr_assert_eq(rs_layout_add_dtensor(l, name, ndim, mesh, ranks, placements,
+                                     buffer, 0),
+               RS_OK, "%s: %s", name, rs_last_error());
+}
+
+Test(property, domain_parts_of_a_job_of_many_domains) {
+  enum { TRAIN = 16, INFER = 96, WORLD = TRAIN + INFER };
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  cr_assert_eq(rs_context_create_local(WORLD, &ctx), RS_OK);
+  for (int r = 0; r < WORLD; r++)
+    cr_assert_eq(rs_context_set_domain(ctx, r, r < TRAIN ? r / 8
+                                                         : 2 + (r - TRAIN) / 4),
+                 RS_OK);
+  cr_assert_eq(rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES, 64 << 10),
+               RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &src), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &dst), RS_OK);
+  static const struct {
+    const char *name;
+    int ndim;
+    int64_t shape[3];
+  } t[5] = {{"w.col", 2, {203, 77}}, {"w.row", 2, {96, 131}},
+            {"w.experts", 3, {8, 45, 33}}, {"w.norm", 1, {1001}},
+            {"w.all", 2, {17, 300}}};
+  for (int i = 0; i < 5; i++) {
+    cr_assert_eq(rs_layout_add_tensor(src, t[i].name, RS_DTYPE_BF16,
+                                      t[i].ndim, t[i].shape), RS_OK);
+    cr_assert_eq(rs_layout_add_tensor(dst, t[i].name, RS_DTYPE_BF16,
+                                      t[i].ndim, t[i].shape), RS_OK);
+  }
+  const int64_t train_mesh[2] = {2, 8}; /* DP2 x TP8 */
+  add_dtensor_or_fail(src, "w.col", 2, train_mesh, TRAIN, 0,
+                      INTS(RS_REPLICATE, 0), 0);
+  add_dtensor_or_fail(src, "w.row", 2, train_mesh, TRAIN, 0,
+                      INTS(RS_REPLICATE, 1), 1);
+  add_dtensor_or_fail(src, "w.experts", 2, train_mesh, TRAIN, 0,
+                      INTS(RS_REPLICATE, 0), 2);
+  add_dtensor_or_fail(src, "w.norm", 2, train_mesh, TRAIN, 0,
+                      INTS(RS_REPLICATE, RS_REPLICATE), 3);
+  add_dtensor_or_fail(src, "w.all", 2, train_mesh, TRAIN, 0,
+                      INTS(0, 1), 4);
+  const int64_t tp4[2] = {24, 4}, tp2[2] = {48, 2}, every[1] = {WORLD};
+  add_dtensor_or_fail(dst, "w.col", 2, tp4, INFER, TRAIN, INTS(RS_REPLICATE, 1),
+                      0);
+  add_dtensor_or_fail(dst, "w.row", 2, tp2, INFER, TRAIN, INTS(RS_REPLICATE, 0),
+                      1);
+  add_dtensor_or_fail(dst, "w.experts", 2, tp4, INFER, TRAIN,
+                      INTS(RS_REPLICATE, 2), 2);
+  add_dtensor_or_fail(dst, "w.norm", 2, tp2, INFER, TRAIN,
+                      INTS(RS_REPLICATE, RS_REPLICATE), 3);
+  add_dtensor_or_fail(dst, "w.all", 1, every, WORLD, 0, INTS(RS_REPLICATE),
+                      5);
+  rs_plan *plan = NULL;
+  cr_assert_eq(rs_plan_create(src, dst, &plan), RS_OK, "%s",
+               rs_context_last_error(ctx));
+  int64_t moves = 0, forwarded = 0;
+  cr_assert_eq(rs_plan_num_moves(plan, &moves), RS_OK);
+  for (int64_t i = 0; i < plan->nmoves; i++)
+    forwarded += plan->moves[i].route == RS_ROUTE_INTER &&
+                 plan->moves[i].src_kind == RSI_EP_DST;
+  cr_log_info("a job of 28 domains: %lld moves, %lld of them crossings "
+              "forwarded down a chain", (long long)moves,
+              (long long)forwarded);
+  cr_assert_gt(forwarded, 100, "too few pieces travel down chains to "
+               "check them");
+  char why[256];
+  cr_assert(rt_same_domain_parts(plan, src, dst, why, sizeof why), "%s", why);
+  rs_plan_destroy(plan);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
+}
