@@ -189,6 +189,7 @@ typedef struct planner {
   /* pieces held in destination memory, this tensor (open addressing) */
   piece_slot *slots;
   int64_t cap_slots, nslots;
+  int64_t slots_moved; /* how many times the table grew (reserve_slot) */
   holder *holders;
   int64_t nholders, cap_holders;
   chain_link *links;
@@ -210,6 +211,18 @@ typedef struct planner {
    * entry of another domain is served (begin_shadow) */
   int32_t only_domain;
   bool shadow;
+  /* per domain: tensor + 1 where it holds a source shard of the current
+   * tensor */
+  int32_t *src_in_domain;
+  /* The pieces of the current destination group as a shadow's deliver
+   * was given them (boxes: offset, extent each; their source groups),
+   * for `memo_nneed` needers; recorded while `memo_recording`, replayed
+   * for the shadows that get the same ones (replay_entry). */
+  rsi_pool memo_boxes;
+  int64_t *memo_src;
+  int64_t *memo_slot; /* its slot, once found, while slots_moved is */
+  int64_t memo_n, cap_memo_src, cap_memo_slot, memo_nneed, memo_moved;
+  bool memo_recording;
   key_sorter sorter;
 } planner;
 
@@ -560,6 +573,7 @@ static rs_status reserve_slot(planner *p) {
     return RSI_NOMEM(p->err);
   }
   p->cap_slots = cap;
+  p->slots_moved++;
   for (int64_t i = 0; i < cap; i++) p->slots[i].group = -1;
   for (int64_t i = 0; i < old_cap; i++) {
     if (old[i].group < 0) continue;
@@ -610,6 +624,16 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
   return RS_OK;
 }
 
+/* The link of the domain the j-th domain piece s crosses into gets it
+ * from, or NULL where it comes from a source replica (cross_from). */
+static const chain_link *chain_up(const planner *p, const piece_slot *s,
+                                  int32_t j) {
+  int64_t up = (int64_t)j - s->heads;
+  if (up < 0 || up >= s->k) return NULL;
+  const chain_link *l = &p->links[s->link + up];
+  return l->n == 0 || l->depth + 1 >= CHAIN_DOMAINS ? NULL : l;
+}
+
 /* The holder the j-th domain piece s crosses into gets it from (*depth:
  * domains it crossed before), or NULL when it comes from a source replica:
  * for the first s->heads domains, and where the domain s->heads places
@@ -620,10 +644,8 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
  * the two domains' layouts, never of what the holders sent before. */
 static const holder *cross_from(const planner *p, const piece_slot *s,
                                 int32_t j, int entry, int32_t *depth) {
-  int64_t up = (int64_t)j - s->heads;
-  if (up < 0 || up >= s->k) return NULL;
-  const chain_link *l = &p->links[s->link + up];
-  if (l->n == 0 || l->depth + 1 >= CHAIN_DOMAINS) return NULL;
+  const chain_link *l = chain_up(p, s, j);
+  if (!l) return NULL;
   *depth = l->depth + 1;
   const holder *best = NULL;
   int64_t best_gap = 0;
@@ -1087,6 +1109,17 @@ static rs_status shadow_crossing(planner *p, const group *g,
 static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                          const group *g, int domain, int64_t nneed) {
   int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
+  if (p->memo_recording) {
+    RSI_TRY(rsi_grow((void **)&p->memo_src, &p->cap_memo_src, p->memo_n + 1,
+                     sizeof *p->memo_src, 64, p->err));
+    RSI_TRY(rsi_grow((void **)&p->memo_slot, &p->cap_memo_slot,
+                     p->memo_n + 1, sizeof *p->memo_slot, 64, p->err));
+    p->memo_slot[p->memo_n] = -1;
+    if (rsi_pool_push(&p->memo_boxes, off, p->ndim, p->err) < 0 ||
+        rsi_pool_push(&p->memo_boxes, ext, p->ndim, p->err) < 0)
+      return RS_ERR_NO_MEMORY;
+    p->memo_src[p->memo_n++] = g - p->sgroups;
+  }
   int64_t nnear = near_needers(p, off, ext, nneed);
 
   /* A replica inside the domain: no crossing at all. */
@@ -1870,6 +1903,70 @@ static void end_shadow(planner *p, const shadow_mark *m) {
   p->shadow = false;
 }
 
+/* The recorded pieces' slots, forgotten where the table grew since. */
+static void forget_moved_slots(planner *p) {
+  if (p->memo_moved == p->slots_moved) return;
+  for (int64_t k = 0; k < p->memo_n; k++) p->memo_slot[k] = -1;
+  p->memo_moved = p->slots_moved;
+}
+
+/* Serve shadow entry e of a destination group whose pieces, as a shadow's
+ * deliver gets them, are recorded (p->memo_*), without cutting them
+ * again. Only for a domain that holds no source shard of the tensor and
+ * as many needers as the recording had, of values without scales: its
+ * fragment is the group's box and its sources come in one order (none
+ * is more local than another), so serve_fragment would cut the same
+ * pieces; no replica is inside, and every needer's box (the group's)
+ * contains each piece, so deliver would cross it into the domain as
+ * this does. */
+static rs_status replay_entry(planner *p, int64_t e) {
+  const domain_entry *en = &p->entries[e];
+  int64_t count = 0;
+  RSI_TRY(reserve_needers(p, en->n));
+  add_needers(p, en, &count);
+  RSI_TRY(rsi_grow((void **)&p->near, &p->cap_near, count, sizeof *p->near,
+                   64, p->err));
+  for (int64_t i = 0; i < count; i++) p->near[i] = i;
+  int nd = p->ndim;
+  for (int64_t i = 0; i < p->memo_n; i++) {
+    const group *g = &p->sgroups[p->memo_src[i]];
+    const int64_t *off = p->memo_boxes.v + i * 2 * nd, *ext = off + nd;
+    piece_slot *slot;
+    forget_moved_slots(p);
+    if (p->memo_slot[i] < 0) {
+      RSI_TRY(cross_slot(p, g, off, ext, &slot));
+      forget_moved_slots(p); /* the table may have grown */
+      p->memo_slot[i] = slot - p->slots;
+    }
+    slot = &p->slots[p->memo_slot[i]];
+    int32_t place = slot->crossed++;
+    const chain_link *up = chain_up(p, slot, place);
+    RSI_TRY(shadow_crossing(p, g, slot, place, off, ext, count, count,
+                            &p->needers[0], true, up != NULL,
+                            up ? up->depth + 1 : 0));
+  }
+  return RS_OK;
+}
+
+/* Serve entry e, in a domain's part a shadow's replayed where it can be
+ * (replay_entry), and recorded for the next where it could be. */
+static rs_status serve_or_replay(planner *p, const key_value *order,
+                                 int64_t e) {
+  const domain_entry *en = &p->entries[e];
+  bool same_pieces = p->shadow && p->plan->conv[p->tensor].scales < 0 &&
+                     p->src_in_domain[en->domain] != p->tensor + 1;
+  if (same_pieces && p->memo_nneed == en->n) return replay_entry(p, e);
+  p->memo_recording = same_pieces && p->memo_nneed < 0;
+  if (p->memo_recording) {
+    p->memo_n = 0;
+    p->memo_boxes.n = 0;
+  }
+  rs_status st = serve_entry(p, order, e);
+  if (p->memo_recording && st == RS_OK) p->memo_nneed = en->n;
+  p->memo_recording = false;
+  return st;
+}
+
 /* Disjoint destination groups are served one by one, each to all its
  * domains in turn, from a place that turns with the group: a piece then
  * crosses into its domains in that order, so each chain (cross_from) is
@@ -1882,6 +1979,7 @@ static rs_status serve_groups(planner *p, const key_value *order) {
     while (e1 < p->nentries && p->entries[e1].group == p->entries[e0].group)
       e1++;
     mark_domains(p, e0, e1);
+    p->memo_nneed = -1; /* nothing recorded for this group */
     uint64_t h = ((uint64_t)p->tensor << 32 ^ (uint64_t)p->entries[e0].group) *
                  0x9E3779B97F4A7C15ull;
     int64_t n = e1 - e0, turn = (int64_t)((h ^ h >> 31) % (uint64_t)n);
@@ -1889,7 +1987,7 @@ static rs_status serve_groups(planner *p, const key_value *order) {
       int64_t e = e0 + (turn + i) % n;
       shadow_mark m;
       begin_shadow(p, p->entries[e].domain, &m);
-      RSI_TRY(serve_entry(p, order, e));
+      RSI_TRY(serve_or_replay(p, order, e));
       end_shadow(p, &m);
     }
     e0 = e1;
@@ -1931,6 +2029,8 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
   RSI_TRY(clear_pieces(p));
   RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_SRC], src_ids, ns, p->skeys,
                       p->sgroups, &p->nsg));
+  for (int64_t i = 0; i < ns; i++)
+    p->src_in_domain[p->skeys[i].domain] = p->tensor + 1;
   RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_DST], dst_ids, ndst, p->dkeys,
                       p->dgroups, &p->ndg));
   if (p->ndg == 0) return RS_OK;
@@ -2238,6 +2338,10 @@ static void planner_free(planner *p) {
   free(p->group_set);
   free(p->set_ranks);
   free(p->domain_mark);
+  free(p->src_in_domain);
+  free(p->memo_src);
+  free(p->memo_slot);
+  rsi_pool_free(&p->memo_boxes);
   free(p->domain_ix);
   free(p->rail);
 }
@@ -2557,6 +2661,8 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     if (p->domain_ix && p->rail &&
         number_domains(plan, p->domain_ix, p->rail, &ndomains))
       p->domain_mark = calloc((size_t)ndomains, sizeof *p->domain_mark);
+    p->src_in_domain = calloc((size_t)(ndomains ? ndomains : 1),
+                              sizeof *p->src_in_domain);
     for (int r = 0; plan->domain_part && p->domain_ix && r < ctx->world_size;
          r++)
       if (ctx->domain_of[r] == plan->part_domain)
@@ -2565,7 +2671,8 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     if (!p->skeys || !p->dkeys || !p->sgroups || !p->dgroups || !p->entries ||
         !p->cands || !p->key_rank || !order || !p->send_intra_load ||
         !p->recv_inter_load || !p->rank_mark ||
-        !p->domain_mark || !p->domain_ix || !p->rail || !p->ranked)
+        !p->domain_mark || !p->src_in_domain || !p->domain_ix || !p->rail ||
+        !p->ranked)
       st = RSI_NOMEM(err);
     rsi_replica_sets_init(&p->sets);
   }
