@@ -19,6 +19,9 @@
  * exactly the whole plan's moves into that domain; and for another fourth
  * the whole plan made without boxes is the same plan but for them.
  *
+ * Beside the random cases, one job of 28 domains (trainers into TP4 and
+ * TP2 engines) checks the domains' parts where pieces travel down chains.
+ *
  * Replay: RESHARD_SEED=<seed> (default fixed) and RESHARD_CASE=<index> to
  * run one case (RESHARD_LARGE_CASE=<index> for the large ones);
  * RESHARD_PROPERTY_CASES=<n> / RESHARD_PROPERTY_LARGE_CASES=<n> change the
