@@ -355,6 +355,7 @@ static void mark_used(rs_plan *plan, int kind, int32_t index) {
   if (kind == RSI_EP_RELAY) return;
   rsi_side *side = &plan->side[kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST];
   const rsi_shard *s = &side->shards[index];
+  if (!rsi_context_drives(plan->ctx, s->rank)) return; /* no slot here */
   side->buffers[side->rank_first[s->rank] + s->buffer].used = true;
 }
 
@@ -2073,7 +2074,7 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
 /* ---- the plan ------------------------------------------------------------ */
 
 /* The side of layout l: its shards and geometry borrowed (rsi_side), and
- * the table of every rank's buffers. */
+ * the table of the buffers of every rank this process drives. */
 static rs_status borrow_side(rs_plan *plan, rsi_side *side,
                              const rs_layout *l, rsi_err *err) {
   side->nshards = l->nshards;
@@ -2082,9 +2083,12 @@ static rs_status borrow_side(rs_plan *plan, rsi_side *side,
   side->borrowed = true;
   side->rank_first = calloc((size_t)plan->world_size + 1, sizeof *side->rank_first);
   if (!side->rank_first) return RSI_NOMEM(err);
-  /* buffers 0..max of every rank */
+  /* buffers 0..max of every rank this process drives: only those are
+   * ever bound and checked (in an MPI context at 8192 GPUs a side, the
+   * slots of every rank would be 8.4 M, 270 MB) */
   for (int64_t i = 0; i < l->nshards; i++) {
     const rsi_shard *s = &l->shards[i];
+    if (!rsi_context_drives(plan->ctx, s->rank)) continue;
     if (s->buffer + 1 > side->rank_first[s->rank + 1])
       side->rank_first[s->rank + 1] = s->buffer + 1;
   }
@@ -2095,6 +2099,7 @@ static rs_status borrow_side(rs_plan *plan, rsi_side *side,
   if (!side->buffers) return RSI_NOMEM(err);
   for (int64_t i = 0; i < l->nshards; i++) {
     const rsi_shard *s = &l->shards[i];
+    if (!rsi_context_drives(plan->ctx, s->rank)) continue;
     struct rsi_binding *b = &side->buffers[side->rank_first[s->rank] + s->buffer];
     if (s->byte_end > b->need) b->need = s->byte_end;
   }

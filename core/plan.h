@@ -90,7 +90,8 @@ typedef struct rsi_side {
   rsi_pool pool;
   bool borrowed; /* shards and pool are the layout's: never freed here */
   /* buffers[rank_first[r] .. rank_first[r+1]) are rank r's buffers 0..n-1:
-   * bytes its shards need, and what the caller bound. */
+   * bytes its shards need, and what the caller bound; only for the ranks
+   * the plan's context drives (none for another rank). */
   int64_t *rank_first;
   struct rsi_binding {
     int64_t need; /* 0: no shard uses it */
