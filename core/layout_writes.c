@@ -314,21 +314,68 @@ static rs_status report(const cluster *c, const char *side, rsi_err *err) {
                   (long long)b->byte_offset);
 }
 
+/* How many shards share each (rank, buffer) of layout l: shares[slot[r]
+ * + buffer], slot[r] the first of rank r's buffers. NULL when out of
+ * memory; the caller frees both. */
+static int32_t *count_shares(const rs_layout *l, int64_t **slot) {
+  int world = l->ctx->world_size;
+  int64_t *first = calloc((size_t)world + 1, sizeof *first);
+  if (!first) return NULL;
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    if (s->buffer + 1 > first[s->rank + 1]) first[s->rank + 1] = s->buffer + 1;
+  }
+  for (int r = 0; r < world; r++) first[r + 1] += first[r];
+  int32_t *shares = calloc((size_t)(first[world] ? first[world] : 1),
+                           sizeof *shares);
+  if (!shares) {
+    free(first);
+    return NULL;
+  }
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    int32_t *n = &shares[first[s->rank] + s->buffer];
+    if (*n < 2) (*n)++; /* one or more than one is all that is asked */
+  }
+  *slot = first;
+  return shares;
+}
+
 rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
                                   rsi_err *err) {
   if (l->nshards < 2) return RS_OK;
+  /* A shard alone in its (rank, buffer) shares no byte: only the others
+   * are sorted and swept (with one buffer per tensor, as vLLM keeps
+   * them, that is none, and the sort's 48 bytes a shard of fresh memory
+   * are never touched). */
+  int64_t *slot = NULL, n = 0;
+  int32_t *shares = count_shares(l, &slot);
+  if (!shares) return RSI_NOMEM(err);
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    n += shares[slot[s->rank] + s->buffer] > 1;
+  }
   /* the keys, then the sort's scratch */
-  rsi_keyed *keys = malloc((size_t)l->nshards * 2 * sizeof *keys);
-  if (!keys) return RSI_NOMEM(err);
-  for (int64_t i = 0; i < l->nshards; i++)
-    keys[i] = write_key(&l->shards[i], i);
-  rsi_radix_sort(keys, keys + l->nshards, l->nshards);
+  rsi_keyed *keys = malloc((size_t)(n ? n : 1) * 2 * sizeof *keys);
+  if (!keys) {
+    free(shares);
+    free(slot);
+    return RSI_NOMEM(err);
+  }
+  n = 0;
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    if (shares[slot[s->rank] + s->buffer] > 1) keys[n++] = write_key(s, i);
+  }
+  free(shares);
+  free(slot);
+  rsi_radix_sort(keys, keys + n, n);
   sweep_scratch w = {0};
   rs_status st = RS_OK;
-  for (int64_t first = 0; first < l->nshards && st == RS_OK;) {
+  for (int64_t first = 0; first < n && st == RS_OK;) {
     const rsi_shard *s = &l->shards[keys[first].value];
     int64_t end = s->byte_end, next = first + 1;
-    for (; next < l->nshards; next++) {
+    for (; next < n; next++) {
       const rsi_shard *t = &l->shards[keys[next].value];
       if (t->rank != s->rank || t->buffer != s->buffer ||
           t->byte_offset >= end)

@@ -171,3 +171,49 @@ Test(write_check, agrees_with_every_byte_on_fused_buffers_that_take_turns) {
                overlapping);
   cr_assert_gt(apart, CASES / 10, "only %d cases apart", apart);
 }
+
+/* Shards alone in their (rank, buffer) are not swept: the same buffer
+ * index on other ranks and the same bytes in other buffers must not count
+ * as sharing, a second shard beside a lone one must be swept with it, and
+ * the one pair that shares a byte must be found among thousands of lone
+ * shards, wherever it sits. */
+static rs_status lone_shards_and(int rank2, int buffer2, int64_t byte2) {
+  enum { WORLD = 6, N = 4096 };
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  cr_assert_eq(rs_context_create_local(WORLD, &ctx), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &src), RS_OK);
+  cr_assert_eq(rs_layout_create(ctx, &dst), RS_OK);
+  const int64_t shape[1] = {N}, off[1] = {0}, one[1] = {1};
+  cr_assert_eq(rs_layout_add_tensor(src, "w", RS_DTYPE_U8, 1, shape), RS_OK);
+  cr_assert_eq(rs_layout_add_shard(src, "w", 0, off, shape, 0, 0, one),
+               RS_OK);
+  cr_assert_eq(rs_layout_add_tensor(dst, "w", RS_DTYPE_U8, 1, shape), RS_OK);
+  /* element i alone at byte 0 of buffer i / WORLD of rank i % WORLD,
+   * but the last element, which goes where the caller says */
+  for (int64_t i = 0; i < N; i++) {
+    bool last = i == N - 1 && rank2 >= 0;
+    const int64_t o[1] = {i};
+    cr_assert_eq(rs_layout_add_shard(dst, "w", last ? rank2 : (int)(i % WORLD),
+                                     o, one, last ? buffer2 : (int)(i / WORLD),
+                                     last ? byte2 : 0, one),
+                 RS_OK);
+  }
+  rs_plan *plan = NULL;
+  rs_status st = rs_plan_create(src, dst, &plan);
+  rs_plan_destroy(plan);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
+  return st;
+}
+
+Test(write_check, lone_shards_are_skipped_and_a_clash_among_them_found) {
+  cr_assert_eq(lone_shards_and(-1, 0, 0), RS_OK);
+  cr_assert_eq(lone_shards_and(0, 0, 1), RS_OK);      /* beside, no clash */
+  cr_assert_eq(lone_shards_and(2, 300, 7), RS_OK);
+  cr_assert_eq(lone_shards_and(0, 0, 0), RS_ERR_OVERLAP);
+  cr_assert_eq(lone_shards_and(5, 681, 0), RS_ERR_OVERLAP);
+  cr_assert_eq(lone_shards_and(3, 17, 0), RS_ERR_OVERLAP);
+  cr_assert_eq(lone_shards_and(4, 5000, 0), RS_OK);   /* a buffer of its own */
+}
