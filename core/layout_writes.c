@@ -334,8 +334,7 @@ static int32_t *count_shares(const rs_layout *l, int64_t **slot) {
   }
   for (int64_t i = 0; i < l->nshards; i++) {
     const rsi_shard *s = &l->shards[i];
-    int32_t *n = &shares[first[s->rank] + s->buffer];
-    if (*n < 2) (*n)++; /* one or more than one is all that is asked */
+    shares[first[s->rank] + s->buffer]++;
   }
   *slot = first;
   return shares;
@@ -351,10 +350,8 @@ rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
   int64_t *slot = NULL, n = 0;
   int32_t *shares = count_shares(l, &slot);
   if (!shares) return RSI_NOMEM(err);
-  for (int64_t i = 0; i < l->nshards; i++) {
-    const rsi_shard *s = &l->shards[i];
-    n += shares[slot[s->rank] + s->buffer] > 1;
-  }
+  for (int64_t b = 0; b < slot[l->ctx->world_size]; b++)
+    n += shares[b] > 1 ? shares[b] : 0;
   /* the keys, then the sort's scratch */
   rsi_keyed *keys = malloc((size_t)(n ? n : 1) * 2 * sizeof *keys);
   if (!keys) {

@@ -670,12 +670,12 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
                               int64_t nnear, int64_t unit, int32_t depth) {
   if (j >= s->k) return RS_OK;
   chain_link *l = &p->links[s->link + j];
+  RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders,
+                   p->nholders + nnear, sizeof *p->holders, 1024, p->err));
   *l = (chain_link){p->nholders, 0, depth};
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
     if (!rsi_box_contains(p->ndim, n->off, n->ext, off, ext)) continue;
-    RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders, p->nholders + 1,
-                     sizeof *p->holders, 1024, p->err));
     /* a shadow domain's units are dropped: a part does not order its
      * forwards after them */
     p->holders[p->nholders++] =
