@@ -211,8 +211,8 @@ typedef struct planner {
    * entry of another domain is served (begin_shadow) */
   int32_t only_domain;
   bool shadow;
-  /* per domain: tensor + 1 where it holds a source shard of the current
-   * tensor */
+  /* in a domain's part, per domain: tensor + 1 where it holds a source
+   * shard of the current tensor */
   int32_t *src_in_domain;
   /* The pieces of the current destination group as a shadow's deliver
    * was given them (boxes: offset, extent each; their source groups),
@@ -1077,18 +1077,18 @@ static rs_status deliver_across(planner *p, const int64_t *off,
 /* A crossing of piece (off, ext) of group g into a shadow's domain
  * (begin_shadow), `place`-th of its slot, without its moves: what it
  * leaves for later domains. Its holders may forward it; where it comes
- * from a replica (`forwarded` false), the replica's set is charged what
- * deliver_across would have sent, which for values without scales does
- * not depend on the entry: the piece in the wire dtype (into a relay slot
- * where more than one needer meets it and none wants all of it), or where
- * it meets one needer only, its part there. */
+ * from a replica (no link upstream forwards it), the replica's set is
+ * charged what deliver_across would have sent, which for values without
+ * scales does not depend on the entry: the piece in the wire dtype (into
+ * a relay slot where more than one needer meets it and none wants all of
+ * it), or where it meets one needer only, its part there. */
 static rs_status shadow_crossing(planner *p, const group *g,
                                  const piece_slot *slot, int32_t place,
                                  const int64_t *off, const int64_t *ext,
                                  int64_t nnear, int64_t count,
-                                 const needer *entry, bool whole,
-                                 bool forwarded, int32_t depth) {
-  if (!forwarded) {
+                                 const needer *entry, bool whole) {
+  const chain_link *up = chain_up(p, slot, place);
+  if (!up) {
     const rsi_conversion *cv = &p->plan->conv[p->tensor];
     rs_dtype wire = wire_dtype(cv->src_dtype, cv->dst_dtype);
     if (count > 1 && !whole) wire = wire_dtype(cv->src_dtype, wire);
@@ -1102,7 +1102,8 @@ static rs_status shadow_crossing(planner *p, const group *g,
     rsi_replica_sets_add(&p->sets, set, at,
                          vol * (int64_t)rsi_dtype_size(wire));
   }
-  return link_holders(p, slot, place, off, ext, nnear, -1, depth);
+  return link_holders(p, slot, place, off, ext, nnear, -1,
+                      up ? up->depth + 1 : 0);
 }
 
 /* Deliver piece (off, ext), held by every replica of source group g, to the
@@ -1153,12 +1154,12 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   piece_slot *slot;
   RSI_TRY(cross_slot(p, g, off, ext, &slot));
   int32_t place = slot->crossed++, depth = 0;
+  if (p->shadow && p->plan->conv[p->tensor].scales < 0)
+    return shadow_crossing(p, g, slot, place, off, ext, nnear, count, entry,
+                           relay != NULL);
   const holder *ho = cross_from(p, slot, place, entry->rank, &depth);
   int src_kind = RSI_EP_DST, src_rank;
   int64_t src_index, set = -1, set_at = 0, first_move = p->plan->nmoves;
-  if (p->shadow && p->plan->conv[p->tensor].scales < 0)
-    return shadow_crossing(p, g, slot, place, off, ext, nnear, count, entry,
-                           relay != NULL, ho != NULL, depth);
   if (ho) {
     src_index = ho->shard;
     src_rank = ho->rank;
@@ -1940,11 +1941,8 @@ static rs_status replay_entry(planner *p, int64_t e) {
       p->memo_slot[i] = slot - p->slots;
     }
     slot = &p->slots[p->memo_slot[i]];
-    int32_t place = slot->crossed++;
-    const chain_link *up = chain_up(p, slot, place);
-    RSI_TRY(shadow_crossing(p, g, slot, place, off, ext, count, count,
-                            &p->needers[0], true, up != NULL,
-                            up ? up->depth + 1 : 0));
+    RSI_TRY(shadow_crossing(p, g, slot, slot->crossed++, off, ext, count,
+                            count, &p->needers[0], true));
   }
   return RS_OK;
 }
@@ -2030,7 +2028,7 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
   RSI_TRY(clear_pieces(p));
   RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_SRC], src_ids, ns, p->skeys,
                       p->sgroups, &p->nsg));
-  for (int64_t i = 0; i < ns; i++)
+  for (int64_t i = 0; p->only_domain >= 0 && i < ns; i++)
     p->src_in_domain[p->skeys[i].domain] = p->tensor + 1;
   RSI_TRY(make_groups(p, &p->plan->side[RS_SIDE_DST], dst_ids, ndst, p->dkeys,
                       p->dgroups, &p->ndg));
