@@ -200,31 +200,41 @@ Test(hash, known_answers) {
                rsi_fnv1a64("foobar", 6));
 }
 
-/* The words' sum of a plan's fingerprint sees every bit of a 67-byte
- * array (eight words and a tail), and two bits flipped at once, at any
- * distance, never cancel. */
-Test(hash, words_hash_sees_every_bit) {
-  enum { N = 67 };
-  unsigned char a[N];
-  for (int i = 0; i < N; i++) a[i] = (unsigned char)(i * 37 + 11);
-  const uint64_t h0 = rsi_words_hash_update(RSI_FNV1A64_BASIS, a, N);
-  uint64_t seen[N * 8];
-  for (int bit = 0; bit < N * 8; bit++) {
+/* The words' sum of a plan's fingerprint sees every bit of an array of n
+ * bytes, and two bits flipped at once, at any distance, never cancel. */
+static void words_hash_sees_every_bit_of(int n) {
+  unsigned char a[128];
+  cr_assert(n <= (int)sizeof a);
+  for (int i = 0; i < n; i++) a[i] = (unsigned char)(i * 37 + 11);
+  const uint64_t h0 = rsi_words_hash_update(RSI_FNV1A64_BASIS, a, (size_t)n);
+  uint64_t seen[sizeof a * 8];
+  for (int bit = 0; bit < n * 8; bit++) {
     a[bit / 8] ^= (unsigned char)(1u << bit % 8);
-    seen[bit] = rsi_words_hash_update(RSI_FNV1A64_BASIS, a, N);
-    cr_assert_neq(seen[bit], h0, "bit %d flipped, same sum", bit);
+    seen[bit] = rsi_words_hash_update(RSI_FNV1A64_BASIS, a, (size_t)n);
+    cr_assert_neq(seen[bit], h0, "%d bytes: bit %d flipped, same sum", n,
+                  bit);
     for (int other = 0; other < bit; other++) {
       a[other / 8] ^= (unsigned char)(1u << other % 8);
-      cr_assert_neq(rsi_words_hash_update(RSI_FNV1A64_BASIS, a, N), h0,
-                    "bits %d and %d flipped, same sum", other, bit);
+      cr_assert_neq(rsi_words_hash_update(RSI_FNV1A64_BASIS, a, (size_t)n),
+                    h0, "%d bytes: bits %d and %d flipped, same sum", n,
+                    other, bit);
       a[other / 8] ^= (unsigned char)(1u << other % 8);
     }
     a[bit / 8] ^= (unsigned char)(1u << bit % 8);
   }
-  for (int i = 0; i < N * 8; i++)
+  for (int i = 0; i < n * 8; i++)
     for (int j = 0; j < i; j++)
-      cr_assert_neq(seen[i], seen[j], "bits %d and %d give the same sum", j,
-                    i);
+      cr_assert_neq(seen[i], seen[j], "%d bytes: bits %d and %d give the "
+                    "same sum", n, j, i);
+}
+
+/* Words one at a time and a tail (35 bytes); two rounds of the four lanes
+ * and a tail (67); three rounds, a word after them and a tail (107). */
+Test(hash, words_hash_sees_every_bit) {
+  words_hash_sees_every_bit_of(35);
+  words_hash_sees_every_bit_of(67);
+  words_hash_sees_every_bit_of(107);
+  unsigned char a[3] = {1, 2, 3};
   cr_assert_eq(rsi_words_hash_update(RSI_FNV1A64_BASIS, a, 3),
                rsi_fnv1a64(a, 3), "a tail alone is FNV-1a's");
   cr_assert_eq(rsi_words_hash_update(12345, NULL, 0), 12345,
