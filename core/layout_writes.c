@@ -314,10 +314,11 @@ static rs_status report(const cluster *c, const char *side, rsi_err *err) {
                   (long long)b->byte_offset);
 }
 
-/* How many shards share each (rank, buffer) of layout l: shares[slot[r]
- * + buffer], slot[r] the first of rank r's buffers. NULL when out of
- * memory; the caller frees both. */
-static int32_t *count_shares(const rs_layout *l, int64_t **slot) {
+/* How many shards share each (rank, buffer) of layout l, up to 2 (a byte
+ * a buffer, so that the counts of millions of buffers stay in cache):
+ * shares[slot[r] + buffer], slot[r] the first of rank r's buffers. NULL
+ * when out of memory; the caller frees both. */
+static uint8_t *count_shares(const rs_layout *l, int64_t **slot) {
   int world = l->ctx->world_size;
   int64_t *first = calloc((size_t)world + 1, sizeof *first);
   if (!first) return NULL;
@@ -326,7 +327,7 @@ static int32_t *count_shares(const rs_layout *l, int64_t **slot) {
     if (s->buffer + 1 > first[s->rank + 1]) first[s->rank + 1] = s->buffer + 1;
   }
   for (int r = 0; r < world; r++) first[r + 1] += first[r];
-  int32_t *shares = calloc((size_t)(first[world] ? first[world] : 1),
+  uint8_t *shares = calloc((size_t)(first[world] ? first[world] : 1),
                            sizeof *shares);
   if (!shares) {
     free(first);
@@ -334,7 +335,8 @@ static int32_t *count_shares(const rs_layout *l, int64_t **slot) {
   }
   for (int64_t i = 0; i < l->nshards; i++) {
     const rsi_shard *s = &l->shards[i];
-    shares[first[s->rank] + s->buffer]++;
+    uint8_t *n = &shares[first[s->rank] + s->buffer];
+    *n += *n < 2;
   }
   *slot = first;
   return shares;
@@ -348,10 +350,12 @@ rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
    * them, that is none, and the sort's 48 bytes a shard of fresh memory
    * are never touched). */
   int64_t *slot = NULL, n = 0;
-  int32_t *shares = count_shares(l, &slot);
+  uint8_t *shares = count_shares(l, &slot);
   if (!shares) return RSI_NOMEM(err);
-  for (int64_t b = 0; b < slot[l->ctx->world_size]; b++)
-    n += shares[b] > 1 ? shares[b] : 0;
+  for (int64_t i = 0; i < l->nshards; i++) {
+    const rsi_shard *s = &l->shards[i];
+    n += shares[slot[s->rank] + s->buffer] > 1;
+  }
   /* the keys, then the sort's scratch */
   rsi_keyed *keys = malloc((size_t)(n ? n : 1) * 2 * sizeof *keys);
   if (!keys) {
