@@ -86,9 +86,11 @@ typedef struct holder {
   int32_t rank;
 } holder;
 
-/* One domain a piece crossed into: the holders it registered,
- * p->holders[first .. first+n), and how many domains the piece crossed
- * before it got there (0: straight from a source replica). */
+/* One domain a piece crossed into: the holders it registered, and how
+ * many domains the piece crossed before it got there (0: straight from a
+ * source replica). The holders are p->holders[first .. first+n), or where
+ * first < 0, a replayed shadow's (replay_entry): every needer of its
+ * entry, p->dkeys[-1 - first ..][0 .. n), none of them in a unit. */
 typedef struct chain_link {
   int64_t first;
   int32_t n, depth;
@@ -221,7 +223,9 @@ typedef struct planner {
   rsi_pool memo_boxes;
   int64_t *memo_src;
   int64_t *memo_slot; /* its slot, once found, while slots_moved is */
-  int64_t memo_n, cap_memo_src, cap_memo_slot, memo_nneed, memo_moved;
+  int64_t *memo_bytes; /* what its crossing sends, once known; else -1 */
+  int64_t memo_n, cap_memo_src, cap_memo_slot, cap_memo_bytes, memo_nneed,
+      memo_moved;
   bool memo_recording;
   key_sorter sorter;
 } planner;
@@ -635,31 +639,44 @@ static const chain_link *chain_up(const planner *p, const piece_slot *s,
   return l->n == 0 || l->depth + 1 >= CHAIN_DOMAINS ? NULL : l;
 }
 
-/* The holder the j-th domain piece s crosses into gets it from (*depth:
- * domains it crossed before), or NULL when it comes from a source replica:
- * for the first s->heads domains, and where the domain s->heads places
- * earlier has no holder that may forward it. Inside that domain, the
- * holder on the rail of `entry` (the rank the piece lands in), so that a
- * rank forwards to one peer per domain and its pieces share messages;
- * where none is, the one on the next rail after it (cyclically): a rule of
- * the two domains' layouts, never of what the holders sent before. */
-static const holder *cross_from(const planner *p, const piece_slot *s,
-                                int32_t j, int entry, int32_t *depth) {
+/* The i-th holder of link l (chain_link). */
+static holder link_holder(const planner *p, const chain_link *l, int32_t i) {
+  if (l->first >= 0) return p->holders[l->first + i];
+  const sort_key *k = &p->dkeys[-1 - l->first + i];
+  return (holder){k->index, -1, k->rank};
+}
+
+/* How many rails after `entry`'s, cyclically, rank's rail is. */
+static int64_t rail_gap(const planner *p, int rank, int entry) {
+  int64_t gap = (int64_t)p->rail[rank] - p->rail[entry];
+  return gap < 0 ? gap + p->plan->world_size : gap; /* rails are below it */
+}
+
+/* The holder the j-th domain piece s crosses into gets it from (*from, and
+ * *depth: domains it crossed before), or false when it comes from a
+ * source replica: for the first s->heads domains, and where the domain
+ * s->heads places earlier has no holder that may forward it. Inside that
+ * domain, the holder on the rail of `entry` (the rank the piece lands
+ * in), so that a rank forwards to one peer per domain and its pieces
+ * share messages; where none is, the one on the next rail after it
+ * (cyclically): a rule of the two domains' layouts, never of what the
+ * holders sent before. */
+static bool cross_from(const planner *p, const piece_slot *s, int32_t j,
+                       int entry, int32_t *depth, holder *from) {
   const chain_link *l = chain_up(p, s, j);
-  if (!l) return NULL;
+  if (!l) return false;
   *depth = l->depth + 1;
-  const holder *best = NULL;
-  int64_t best_gap = 0;
-  for (int32_t i = 0; i < l->n; i++) {
-    const holder *h = &p->holders[l->first + i];
-    int64_t gap = (int64_t)p->rail[h->rank] - p->rail[entry];
-    if (gap < 0) gap += p->plan->world_size; /* rails are below it */
-    if (!best || gap < best_gap) {
-      best = h;
+  *from = link_holder(p, l, 0); /* n >= 1: chain_up */
+  int64_t best_gap = rail_gap(p, from->rank, entry);
+  for (int32_t i = 1; i < l->n; i++) {
+    holder h = link_holder(p, l, i);
+    int64_t gap = rail_gap(p, h.rank, entry);
+    if (gap < best_gap) {
+      *from = h;
       best_gap = gap;
     }
   }
-  return best;
+  return true;
 }
 
 /* The j-th domain piece s crossed into got it in `unit`, `depth` domains
@@ -670,8 +687,9 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
                               int64_t nnear, int64_t unit, int32_t depth) {
   if (j >= s->k) return RS_OK;
   chain_link *l = &p->links[s->link + j];
-  RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders,
-                   p->nholders + nnear, sizeof *p->holders, 1024, p->err));
+  if (p->nholders + nnear > p->cap_holders)
+    RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders,
+                     p->nholders + nnear, sizeof *p->holders, 1024, p->err));
   *l = (chain_link){p->nholders, 0, depth};
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
@@ -1074,36 +1092,39 @@ static rs_status deliver_across(planner *p, const int64_t *off,
   return end_unit(p);
 }
 
-/* A crossing of piece (off, ext) of group g into a shadow's domain
- * (begin_shadow), `place`-th of its slot, without its moves: what it
- * leaves for later domains. Its holders may forward it; where it comes
- * from a replica (no link upstream forwards it), the replica's set is
- * charged what deliver_across would have sent, which for values without
- * scales does not depend on the entry: the piece in the wire dtype (into
- * a relay slot where more than one needer meets it and none wants all of
- * it), or where it meets one needer only, its part there. */
+/* What a crossing of values without block scales sends from a replica,
+ * whatever the entry it lands in: the piece in the wire dtype (into a
+ * relay slot where `count` > 1 needers meet it and none wants all of it,
+ * !whole), or where it meets one needer only, its part there. */
+static int64_t crossing_bytes(const planner *p, const int64_t *off,
+                              const int64_t *ext, int64_t count,
+                              const needer *entry, bool whole) {
+  const rsi_conversion *cv = &p->plan->conv[p->tensor];
+  rs_dtype wire = wire_dtype(cv->src_dtype, cv->dst_dtype);
+  if (count > 1 && !whole) wire = wire_dtype(cv->src_dtype, wire);
+  int64_t so[RSI_MAX_DIMS], se[RSI_MAX_DIMS], vol;
+  if (count == 1)
+    rsi_box_intersect(p->ndim, off, ext, entry->off, entry->ext, so, se);
+  rsi_box_volume(p->ndim, count == 1 ? se : ext, &vol);
+  return vol * (int64_t)rsi_dtype_size(wire);
+}
+
+/* A crossing of a piece of group g into a shadow's domain (begin_shadow),
+ * `place`-th of its slot, without its moves: where it comes from a
+ * replica (no link upstream forwards it), the replica's set is charged
+ * `bytes` (crossing_bytes), what deliver_across would have sent. *depth:
+ * the domains it crossed before. Its holders are the caller's to link. */
 static rs_status shadow_crossing(planner *p, const group *g,
                                  const piece_slot *slot, int32_t place,
-                                 const int64_t *off, const int64_t *ext,
-                                 int64_t nnear, int64_t count,
-                                 const needer *entry, bool whole) {
+                                 int64_t bytes, int32_t *depth) {
   const chain_link *up = chain_up(p, slot, place);
-  if (!up) {
-    const rsi_conversion *cv = &p->plan->conv[p->tensor];
-    rs_dtype wire = wire_dtype(cv->src_dtype, cv->dst_dtype);
-    if (count > 1 && !whole) wire = wire_dtype(cv->src_dtype, wire);
-    int64_t so[RSI_MAX_DIMS], se[RSI_MAX_DIMS], vol;
-    if (count == 1)
-      rsi_box_intersect(p->ndim, off, ext, entry->off, entry->ext, so, se);
-    rsi_box_volume(p->ndim, count == 1 ? se : ext, &vol);
-    const sort_key *src;
-    int64_t set, at;
-    RSI_TRY(cross_replica(p, g, &src, &set, &at));
-    rsi_replica_sets_add(&p->sets, set, at,
-                         vol * (int64_t)rsi_dtype_size(wire));
-  }
-  return link_holders(p, slot, place, off, ext, nnear, -1,
-                      up ? up->depth + 1 : 0);
+  *depth = up ? up->depth + 1 : 0;
+  if (up) return RS_OK;
+  const sort_key *src;
+  int64_t set, at;
+  RSI_TRY(cross_replica(p, g, &src, &set, &at));
+  rsi_replica_sets_add(&p->sets, set, at, bytes);
+  return RS_OK;
 }
 
 /* Deliver piece (off, ext), held by every replica of source group g, to the
@@ -1116,7 +1137,10 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                      sizeof *p->memo_src, 64, p->err));
     RSI_TRY(rsi_grow((void **)&p->memo_slot, &p->cap_memo_slot,
                      p->memo_n + 1, sizeof *p->memo_slot, 64, p->err));
+    RSI_TRY(rsi_grow((void **)&p->memo_bytes, &p->cap_memo_bytes,
+                     p->memo_n + 1, sizeof *p->memo_bytes, 64, p->err));
     p->memo_slot[p->memo_n] = -1;
+    p->memo_bytes[p->memo_n] = -1;
     if (rsi_pool_push(&p->memo_boxes, off, p->ndim, p->err) < 0 ||
         rsi_pool_push(&p->memo_boxes, ext, p->ndim, p->err) < 0)
       return RS_ERR_NO_MEMORY;
@@ -1154,16 +1178,19 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
   piece_slot *slot;
   RSI_TRY(cross_slot(p, g, off, ext, &slot));
   int32_t place = slot->crossed++, depth = 0;
-  if (p->shadow && p->plan->conv[p->tensor].scales < 0)
-    return shadow_crossing(p, g, slot, place, off, ext, nnear, count, entry,
-                           relay != NULL);
-  const holder *ho = cross_from(p, slot, place, entry->rank, &depth);
+  if (p->shadow && p->plan->conv[p->tensor].scales < 0) {
+    RSI_TRY(shadow_crossing(
+        p, g, slot, place,
+        crossing_bytes(p, off, ext, count, entry, relay != NULL), &depth));
+    return link_holders(p, slot, place, off, ext, nnear, -1, depth);
+  }
+  holder ho;
   int src_kind = RSI_EP_DST, src_rank;
   int64_t src_index, set = -1, set_at = 0, first_move = p->plan->nmoves;
-  if (ho) {
-    src_index = ho->shard;
-    src_rank = ho->rank;
-    p->after = ho->unit;
+  if (cross_from(p, slot, place, entry->rank, &depth, &ho)) {
+    src_index = ho.shard;
+    src_rank = ho.rank;
+    p->after = ho.unit;
     p->depth = depth;
   } else {
     const sort_key *src;
@@ -1323,8 +1350,12 @@ static uint64_t box_hash(const int64_t *geom, int n) {
  * distinct ones are sorted, the keys are bucketed by box in a counting
  * sort, and each bucket is sorted by place unless it already is (shards
  * usually come in rank order). Comparing whole boxes at every step of a
- * sort of every key was 7% of planning at 4096 GPUs a side. */
-static rs_status sort_keys(planner *p, sort_key *keys, int64_t n) {
+ * sort of every key was 7% of planning at 4096 GPUs a side. *nbox_out:
+ * the distinct boxes, their keys ending at p->sorter.start[0 .. nbox);
+ * -1 where n was small enough for a plain qsort. */
+static rs_status sort_keys(planner *p, sort_key *keys, int64_t n,
+                           int32_t *nbox_out) {
+  *nbox_out = -1;
   if (n < SORT_KEYS_SMALL) {
     qsort(keys, (size_t)n, sizeof *keys, cmp_key);
     return RS_OK;
@@ -1375,6 +1406,7 @@ static rs_status sort_keys(planner *p, sort_key *keys, int64_t n) {
     while (k < hi && cmp_place(&keys[k - 1], &keys[k]) < 0) k++;
     if (k < hi) qsort(keys + lo, (size_t)(hi - lo), sizeof *keys, cmp_place);
   }
+  *nbox_out = nbox;
   return RS_OK;
 }
 
@@ -1388,7 +1420,18 @@ static rs_status make_groups(planner *p, const rsi_side *side,
     keys[i] = (sort_key){side->pool.v + s->geom, p->ndim,
                          p->domain_ix[s->rank], s->rank, shard_ids[i]};
   }
-  RSI_TRY(sort_keys(p, keys, n));
+  int32_t nbox;
+  RSI_TRY(sort_keys(p, keys, n, &nbox));
+  if (nbox >= 0) { /* the sort's buckets are the groups */
+    const int64_t *end = p->sorter.start;
+    for (int32_t b = 0; b < nbox; b++) {
+      int64_t first = b ? end[b - 1] : 0;
+      groups[b] = (group){first, end[b] - first, keys[first].geom,
+                          keys[first].geom + p->ndim};
+    }
+    *ngroups = nbox;
+    return RS_OK;
+  }
   int64_t g = 0;
   for (int64_t i = 0; i < n; i++) {
     if (i == 0 || !rsi_box_equal(p->ndim, keys[i].geom, keys[i].geom + p->ndim,
@@ -1920,15 +1963,14 @@ static void forget_moved_slots(planner *p) {
  * is more local than another), so serve_fragment would cut the same
  * pieces; no replica is inside, and every needer's box (the group's)
  * contains each piece, so deliver would cross it into the domain as
- * this does. */
+ * this does, charge its replica the same bytes for every such domain
+ * (kept in p->memo_bytes) and register every needer as a holder: the
+ * link names the entry's needers instead of copying them (chain_link). */
 static rs_status replay_entry(planner *p, int64_t e) {
   const domain_entry *en = &p->entries[e];
-  int64_t count = 0;
-  RSI_TRY(reserve_needers(p, en->n));
-  add_needers(p, en, &count);
-  RSI_TRY(rsi_grow((void **)&p->near, &p->cap_near, count, sizeof *p->near,
-                   64, p->err));
-  for (int64_t i = 0; i < count; i++) p->near[i] = i;
+  const sort_key *first = &p->dkeys[en->first];
+  const needer entry = {first->index, first->rank, first->geom,
+                        first->geom + p->ndim};
   int nd = p->ndim;
   for (int64_t i = 0; i < p->memo_n; i++) {
     const group *g = &p->sgroups[p->memo_src[i]];
@@ -1941,8 +1983,13 @@ static rs_status replay_entry(planner *p, int64_t e) {
       p->memo_slot[i] = slot - p->slots;
     }
     slot = &p->slots[p->memo_slot[i]];
-    RSI_TRY(shadow_crossing(p, g, slot, slot->crossed++, off, ext, count,
-                            count, &p->needers[0], true));
+    if (p->memo_bytes[i] < 0)
+      p->memo_bytes[i] = crossing_bytes(p, off, ext, en->n, &entry, true);
+    int32_t place = slot->crossed++, depth;
+    RSI_TRY(shadow_crossing(p, g, slot, place, p->memo_bytes[i], &depth));
+    if (place < slot->k)
+      p->links[slot->link + place] =
+          (chain_link){-1 - en->first, (int32_t)en->n, depth};
   }
   return RS_OK;
 }
@@ -2350,6 +2397,7 @@ static void planner_free(planner *p) {
   free(p->src_in_domain);
   free(p->memo_src);
   free(p->memo_slot);
+  free(p->memo_bytes);
   rsi_pool_free(&p->memo_boxes);
   free(p->domain_ix);
   free(p->rail);
