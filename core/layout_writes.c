@@ -356,8 +356,13 @@ rs_status rsi_layout_check_writes(const rs_layout *l, const char *side,
     const rsi_shard *s = &l->shards[i];
     n += shares[slot[s->rank] + s->buffer] > 1;
   }
+  if (n == 0) { /* every shard alone in its buffer */
+    free(shares);
+    free(slot);
+    return RS_OK;
+  }
   /* the keys, then the sort's scratch */
-  rsi_keyed *keys = malloc((size_t)(n ? n : 1) * 2 * sizeof *keys);
+  rsi_keyed *keys = malloc((size_t)n * 2 * sizeof *keys);
   if (!keys) {
     free(shares);
     free(slot);
