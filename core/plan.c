@@ -86,14 +86,15 @@ typedef struct holder {
   int32_t rank;
 } holder;
 
-/* One domain a piece crossed into: the holders it registered, and how
- * many domains the piece crossed before it got there (0: straight from a
- * source replica). The holders are p->holders[first .. first+n), or where
- * first < 0, a replayed shadow's (replay_entry): every needer of its
- * entry, p->dkeys[-1 - first ..][0 .. n), none of them in a unit. */
+/* One domain a piece crossed into: the holders it registered,
+ * p->holders[first .. first+n), or where first < 0, a replayed shadow's
+ * (replay_entry): every needer of its entry, p->dkeys[-1 - first ..][0 ..
+ * n), none of them in a unit. How many domains the piece crossed before
+ * it got there (0: straight from a source replica) is the planner's
+ * link_depth. */
 typedef struct chain_link {
   int64_t first;
-  int32_t n, depth;
+  int32_t n;
 } chain_link;
 
 /* A piece and the domains it crossed into, in the order it crossed:
@@ -195,7 +196,11 @@ typedef struct planner {
   holder *holders;
   int64_t nholders, cap_holders;
   chain_link *links;
-  int64_t nlinks, cap_links;
+  /* per link: its depth where it has a holder that may forward the piece,
+   * else -1; what chain_up reads, a byte instead of the link's 16, so
+   * that the links a chain looks back at stay in cache */
+  int8_t *link_depth;
+  int64_t nlinks, cap_links, cap_link_depth;
   rsi_pool keys_pool;
   /* the domains that may need a piece from outside: those whose mark is
    * `stamp` (the current destination group's, or the tensor's, domains),
@@ -616,7 +621,10 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
     int32_t k = domains_needing(p, g);
     RSI_TRY(rsi_grow((void **)&p->links, &p->cap_links, p->nlinks + k,
                      sizeof *p->links, 1024, p->err));
+    RSI_TRY(rsi_grow((void **)&p->link_depth, &p->cap_link_depth,
+                     p->nlinks + k, sizeof *p->link_depth, 1024, p->err));
     memset(p->links + p->nlinks, 0, (size_t)k * sizeof *p->links);
+    memset(p->link_depth + p->nlinks, -1, (size_t)k);
     int64_t at = rsi_pool_push(&p->keys_pool, off, p->ndim, p->err);
     if (at < 0 || rsi_pool_push(&p->keys_pool, ext, p->ndim, p->err) < 0)
       return RS_ERR_NO_MEMORY;
@@ -629,14 +637,14 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
   return RS_OK;
 }
 
-/* The link of the domain the j-th domain piece s crosses into gets it
- * from, or NULL where it comes from a source replica (cross_from). */
-static const chain_link *chain_up(const planner *p, const piece_slot *s,
-                                  int32_t j) {
+/* The depth of the link of the domain the j-th domain piece s crosses
+ * into gets it from, or -1 where it comes from a source replica
+ * (cross_from). */
+static int32_t chain_up(const planner *p, const piece_slot *s, int32_t j) {
   int64_t up = (int64_t)j - s->heads;
-  if (up < 0 || up >= s->k) return NULL;
-  const chain_link *l = &p->links[s->link + up];
-  return l->n == 0 || l->depth + 1 >= CHAIN_DOMAINS ? NULL : l;
+  if (up < 0 || up >= s->k) return -1;
+  int32_t d = p->link_depth[s->link + up];
+  return d + 1 >= CHAIN_DOMAINS ? -1 : d;
 }
 
 /* The i-th holder of link l (chain_link). */
@@ -663,9 +671,10 @@ static int64_t rail_gap(const planner *p, int rank, int entry) {
  * holders sent before. */
 static bool cross_from(const planner *p, const piece_slot *s, int32_t j,
                        int entry, int32_t *depth, holder *from) {
-  const chain_link *l = chain_up(p, s, j);
-  if (!l) return false;
-  *depth = l->depth + 1;
+  int32_t up = chain_up(p, s, j);
+  if (up < 0) return false;
+  const chain_link *l = &p->links[s->link + j - s->heads];
+  *depth = up + 1;
   *from = link_holder(p, l, 0); /* n >= 1: chain_up */
   int64_t best_gap = rail_gap(p, from->rank, entry);
   for (int32_t i = 1; i < l->n; i++) {
@@ -690,7 +699,7 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
   if (p->nholders + nnear > p->cap_holders)
     RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders,
                      p->nholders + nnear, sizeof *p->holders, 1024, p->err));
-  *l = (chain_link){p->nholders, 0, depth};
+  *l = (chain_link){p->nholders, 0};
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
     if (!rsi_box_contains(p->ndim, n->off, n->ext, off, ext)) continue;
@@ -700,6 +709,7 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
         (holder){n->shard, p->shadow ? -1 : unit, n->rank};
     l->n++;
   }
+  p->link_depth[s->link + j] = l->n > 0 ? (int8_t)depth : -1;
   return RS_OK;
 }
 
@@ -1117,9 +1127,9 @@ static int64_t crossing_bytes(const planner *p, const int64_t *off,
 static rs_status shadow_crossing(planner *p, const group *g,
                                  const piece_slot *slot, int32_t place,
                                  int64_t bytes, int32_t *depth) {
-  const chain_link *up = chain_up(p, slot, place);
-  *depth = up ? up->depth + 1 : 0;
-  if (up) return RS_OK;
+  int32_t up = chain_up(p, slot, place);
+  *depth = up + 1; /* 0 from a replica */
+  if (up >= 0) return RS_OK;
   const sort_key *src;
   int64_t set, at;
   RSI_TRY(cross_replica(p, g, &src, &set, &at));
@@ -1987,9 +1997,11 @@ static rs_status replay_entry(planner *p, int64_t e) {
       p->memo_bytes[i] = crossing_bytes(p, off, ext, en->n, &entry, true);
     int32_t place = slot->crossed++, depth;
     RSI_TRY(shadow_crossing(p, g, slot, place, p->memo_bytes[i], &depth));
-    if (place < slot->k)
+    if (place < slot->k) {
       p->links[slot->link + place] =
-          (chain_link){-1 - en->first, (int32_t)en->n, depth};
+          (chain_link){-1 - en->first, (int32_t)en->n};
+      p->link_depth[slot->link + place] = (int8_t)depth;
+    }
   }
   return RS_OK;
 }
@@ -2228,9 +2240,19 @@ static rs_status shards_by_tensor(const rs_layout *l, const int *tensor_map,
     free(ids);
     return RSI_NOMEM(err);
   }
-  for (int64_t i = 0; i < l->nshards; i++)
-    first[tensor_map[l->shards[i].tensor] + 1]++;
+  bool in_order = true; /* shards come a tensor at a time, in plan order */
+  for (int64_t i = 0; i < l->nshards; i++) {
+    int t = tensor_map[l->shards[i].tensor];
+    in_order &= i == 0 || t >= tensor_map[l->shards[i - 1].tensor];
+    first[t + 1]++;
+  }
   for (int t = 0; t < ntensors; t++) first[t + 1] += first[t];
+  if (in_order) {
+    for (int64_t i = 0; i < l->nshards; i++) ids[i] = i;
+    *first_out = first;
+    *ids_out = ids;
+    return RS_OK;
+  }
   int64_t *fill = malloc((size_t)ntensors * sizeof *fill + 1);
   if (!fill) {
     free(first);
@@ -2378,6 +2400,7 @@ static void planner_free(planner *p) {
   free(p->slots);
   free(p->holders);
   free(p->links);
+  free(p->link_depth);
   rsi_pool_free(&p->keys_pool);
   rsi_box_tree_free(&p->stree);
   rsi_box_tree_free(&p->dtree);

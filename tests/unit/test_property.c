@@ -375,8 +375,15 @@ static void run_case(uint64_t seed, int index, bool large) {
     snprintf(name, sizeof name, "m.l%d.w%d", rint_(&r, 0, 99), i);
     rh_tensor_add(&h, name, dts[rint_(&r, 0, 3)], ndim, shape);
   }
-  for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_SRC, i);
-  for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_DST, i);
+  /* Shards come a tensor at a time; in a quarter of the cases (drawn
+   * apart, so that the others stay as they were) each side's tensors come
+   * in another order than the plan's, as a caller may add them. */
+  rng order_rng = {rt_mix(r.s ^ 0x4F52444552ull)};
+  int order[2][4] = {{0, 1, 2, 3}, {0, 1, 2, 3}};
+  if (rint_(&order_rng, 0, 3) == 0)
+    for (int side = 0; side < 2; side++) shuffle(&order_rng, order[side], nt);
+  for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_SRC, order[0][i]);
+  for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_DST, order[1][i]);
 
   rh_plan(&h);
   rh_alloc_bind(&h, rint_(&r, 0, 16));
