@@ -86,6 +86,7 @@ static int64_t *param_slot(rs_context *ctx, rs_param param) {
     case RS_PARAM_INTEGRITY: return &ctx->integrity;
     case RS_PARAM_PLAN_PART: return &ctx->plan_part;
     case RS_PARAM_PLAN_BOXES: return &ctx->plan_boxes;
+    case RS_PARAM_ROUNDS: return &ctx->rounds;
     case RS_PARAM_COPY_THREADS: return &ctx->copy_threads;
   }
   return NULL;
@@ -123,6 +124,7 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
       *hi = INT32_MAX;
       return RS_OK;
     case RS_PARAM_PLAN_BOXES:
+    case RS_PARAM_ROUNDS:
       *lo = 0;
       *hi = 1;
       return RS_OK;

@@ -24,6 +24,7 @@ struct rs_context {
   int64_t integrity;
   int64_t plan_part; /* RS_PARAM_PLAN_PART */
   int64_t plan_boxes; /* RS_PARAM_PLAN_BOXES */
+  int64_t rounds; /* RS_PARAM_ROUNDS: an rs_rounds */
   int64_t copy_threads; /* RS_PARAM_COPY_THREADS, read by own_engine */
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */

@@ -2312,8 +2312,12 @@ static void fingerprint(rs_plan *plan, const int *dst_map) {
   h = rsi_fnv1a64_update(basis, &plan->world_size, sizeof plan->world_size);
   h = rsi_fnv1a64_update(h, plan->domain_of, (size_t)plan->world_size * sizeof *plan->domain_of);
   h = rsi_fnv1a64_update(h, &plan->staging_bytes, sizeof plan->staging_bytes);
-  plan->section_hash[HASH_TOPOLOGY] =
-      rsi_fnv1a64_update(h, &plan->integrity, sizeof plan->integrity);
+  h = rsi_fnv1a64_update(h, &plan->integrity, sizeof plan->integrity);
+  if (plan->rounds_by_pair) /* hashed where not the default: packed plans'
+                               fingerprints stay what they were */
+    h = rsi_fnv1a64_update(h, &plan->rounds_by_pair,
+                           sizeof plan->rounds_by_pair);
+  plan->section_hash[HASH_TOPOLOGY] = h;
   plan->fingerprint = rsi_fnv1a64_update(basis, plan->section_hash, sizeof plan->section_hash);
 }
 
@@ -2366,6 +2370,7 @@ void rsi_plan_destroy(rs_plan *plan) {
   free(plan->relays);
   free(plan->msgs);
   free(plan->relay_bytes);
+  free(plan->round_labels);
   free(plan->peers);
   rsi_exec_release(plan);
   free(plan->stats);
@@ -2612,12 +2617,8 @@ static rs_status check_blocks(planner *p, const int64_t *dfirst,
   return RS_OK;
 }
 
-/* Number the domains 0.. in the order of their ids, so that sorting by
- * index sorts as by id and the plan is the one the ids give; and each
- * rank's place among its domain's ranks, in rank order. False when the
- * sort's scratch could not be allocated. */
-static bool number_domains(const rs_plan *plan, int32_t *domain_ix,
-                           int32_t *rail, int32_t *ndomains) {
+bool rsi_plan_number_domains(const rs_plan *plan, int32_t *domain_ix,
+                             int32_t *rail, int32_t *ndomains) {
   int64_t n = plan->world_size;
   rsi_keyed *keys = malloc((size_t)(2 * n) * sizeof *keys);
   if (!keys) return false;
@@ -2632,7 +2633,8 @@ static bool number_domains(const rs_plan *plan, int32_t *domain_ix,
       place = 0;
     }
     domain_ix[keys[i].value] = d;
-    rail[keys[i].value] = place++;
+    if (rail) rail[keys[i].value] = place;
+    place++;
   }
   *ndomains = d + 1;
   free(keys);
@@ -2646,7 +2648,12 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   plan->world_size = ctx->world_size;
   plan->staging_bytes = ctx->staging_bytes;
   plan->integrity = ctx->integrity != 0;
-  plan->round_capacity = ctx->staging_bytes / 2; /* two rounds in flight */
+  plan->rounds_by_pair = ctx->rounds == RS_ROUNDS_BY_DOMAIN_PAIR;
+  /* Two rounds in flight; a label by domain pair holds two chunks at a
+   * rank (one it sends first hops in, one it lands in), each within
+   * round_capacity, so that is a quarter of the staging
+   * (plan_rounds.c). */
+  plan->round_capacity = ctx->staging_bytes / (plan->rounds_by_pair ? 4 : 2);
   plan->domain_of = malloc((size_t)ctx->world_size * sizeof *plan->domain_of);
   if (!plan->domain_of) return RSI_NOMEM(err);
   memcpy(plan->domain_of, ctx->domain_of,
@@ -2739,7 +2746,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
     p->rail = malloc((size_t)plan->world_size * sizeof *p->rail);
     int32_t ndomains = 0;
     if (p->domain_ix && p->rail &&
-        number_domains(plan, p->domain_ix, p->rail, &ndomains))
+        rsi_plan_number_domains(plan, p->domain_ix, p->rail, &ndomains))
       p->domain_mark = calloc((size_t)ndomains, sizeof *p->domain_mark);
     p->src_in_domain = calloc((size_t)(ndomains ? ndomains : 1),
                               sizeof *p->src_in_domain);

@@ -137,6 +137,12 @@ struct rs_plan {
    * the plan is for inspection, never executed */
   bool keeps_boxes;
   bool integrity; /* checksum every message (RS_PARAM_INTEGRITY) */
+  /* RS_ROUNDS_BY_DOMAIN_PAIR: a move's and a message's round is a label
+   * (plan_rounds.c), sparse; round_labels holds the whole plan's nrounds
+   * labels in increasing order, and what the ABI calls a move's round is
+   * its label's place there (rsi_plan_public_round). */
+  bool rounds_by_pair;
+  int32_t *round_labels;
   uint64_t fingerprint;
   /* Hashes of what the plan was made from: tensors, source shards,
    * destination shards, topology and settings. */
@@ -180,6 +186,13 @@ typedef struct rsi_units {
   int64_t n;
 } rsi_units;
 
+/* Number the domains 0.. in the order of their ids (domain_ix[rank]), so
+ * that sorting by index sorts as by id; and each rank's place among its
+ * domain's ranks, in rank order (rail[rank], NULL: not wanted). False
+ * when the sort's scratch could not be allocated. */
+bool rsi_plan_number_domains(const rs_plan *plan, int32_t *domain_ix,
+                             int32_t *rail, int32_t *ndomains);
+
 /* plan_rounds.c: rounds, relay slots, messages and per-rank figures. The
  * units' arrays are freed (and *units zeroed) as soon as the rounds are
  * set, success or not: they are the largest scratch left when the moves
@@ -198,6 +211,21 @@ rs_status rsi_plan_require_boxes(const rs_plan *plan, rsi_err *err);
 /* plan_json.c */
 rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
                            rsi_err *err);
+
+/* The round the ABI and rs_plan_to_json give for round (or label) r:
+ * 0 .. nrounds - 1 in the order the plan runs them. */
+static inline int32_t rsi_plan_public_round(const rs_plan *p, int32_t r) {
+  if (!p->rounds_by_pair) return r;
+  int32_t lo = 0, hi = p->nrounds; /* the first label >= r */
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (p->round_labels[mid] < r)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
 
 static inline const int64_t *rsi_move_offset(const rs_plan *p,
                                              const rsi_move *m) {

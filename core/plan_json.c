@@ -175,7 +175,8 @@ rs_status rsi_plan_to_json(const rs_plan *plan, char **json, size_t *len,
         "\"dst\":{\"rank\":%d,\"into\":\"%s\"},\"route\":\"%s\","
         "\"round\":%d,\"stage\":%d,\"forwarded\":%s",
         (long long)m->bytes, m->src_rank, kind_name(m->src_kind), m->dst_rank,
-        kind_name(m->dst_kind), route_name(m->route), m->round, m->stage,
+        kind_name(m->dst_kind), route_name(m->route),
+        rsi_plan_public_round(plan, m->round), m->stage,
         m->forwarded ? "true" : "false");
     if (m->src_dtype != m->dst_dtype || m->computes_scales)
       put(&b, ",\"wire_dtype\":\"%s\",\"converts\":\"%s\"%s",

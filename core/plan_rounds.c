@@ -17,6 +17,7 @@
 
 #include "box.h"
 #include "dtype.h"
+#include "grow.h"
 #include "plan.h"
 #include "radix_sort.h"
 #include "staging.h"
@@ -304,6 +305,217 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
   return RS_OK;
 }
 
+/* ---- rounds by domain pair (RS_ROUNDS_BY_DOMAIN_PAIR) ------------------
+ *
+ * A unit belongs to the pair of domains of its first move, (S, D), at its
+ * relay depth l (one more than the unit it follows, at least). The units
+ * of a pair and depth, in plan order, are cut greedily into chunks in
+ * which no rank is charged more than round_capacity (a quarter of the
+ * staging: plan.c; a unit is charged as assign_rounds charges it, and one
+ * that would overflow the chunk starts the next). Chunk k of (S, D) at
+ * depth l runs in the round labelled (l, k, (D - S) mod the number of
+ * domains). In a label a domain sends into one domain and receives from
+ * one, so a rank is in two chunks of a label at most, one it sends first
+ * hops in and one it lands in: half the staging, what one of the
+ * executor's two steps in flight may take. The chunks into D are a
+ * function of the moves into D, which D's part holds whole
+ * (docs/PLANNING.md, "Rounds by domain pair"). */
+
+/* The label's fields in a round number, from the top: depth, chunk,
+ * domain offset; so rounds sort as (depth, chunk, offset). */
+#define LABEL_DEPTH_BITS 4
+#define LABEL_BITS 31
+
+typedef struct label_scratch {
+  int32_t *domain_ix;
+  int64_t *used, *relay, *cost;
+  int64_t *chunk_of; /* the chunk whose figures used/relay hold */
+  int32_t *touched;
+  int32_t *labels; /* each chunk's, to count the distinct rounds */
+  int64_t nlabels, cap_labels;
+} label_scratch;
+
+static void label_scratch_free(label_scratch *x) {
+  free(x->domain_ix);
+  free(x->used);
+  free(x->relay);
+  free(x->cost);
+  free(x->chunk_of);
+  free(x->touched);
+  free(x->labels);
+}
+
+/* Rank r's figures in chunk `chunk`, cleared on its first use there. */
+static void enter_chunk(label_scratch *x, int r, int64_t chunk) {
+  if (x->chunk_of[r] == chunk) return;
+  x->chunk_of[r] = chunk;
+  x->used[r] = x->relay[r] = 0;
+}
+
+/* Charge unit [begin, end) to x->cost, as assign_rounds does; the ranks
+ * it touches in x->touched, *nt of them. */
+static void unit_cost(const rs_plan *plan, label_scratch *x, int64_t begin,
+                      int64_t end, int *nt) {
+  *nt = 0;
+  for (int64_t i = begin; i < end; i++) {
+    const rsi_move *m = &plan->moves[i];
+    if (m->route == RS_ROUTE_LOCAL) continue; /* a copy needs no staging */
+    int ends[2] = {m->src_rank, m->dst_rank};
+    int64_t add[2] = {
+        ALIGN(staged_bytes(m, true), 64),
+        ALIGN(staged_bytes(m, false), 64) +
+            (m->dst_kind == RSI_EP_RELAY ? ALIGN(m->bytes, 64) : 0)};
+    for (int e = 0; e < 2; e++) {
+      if (x->cost[ends[e]] < 0) {
+        x->cost[ends[e]] = 0;
+        x->touched[(*nt)++] = ends[e];
+      }
+      x->cost[ends[e]] += add[e];
+    }
+  }
+}
+
+static int cmp_int32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static rs_status label_refused(rsi_err *err, const char *what, long long n,
+                               long long most) {
+  return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                  "RS_ROUNDS_BY_DOMAIN_PAIR: %s %lld, more than a round "
+                  "number's label holds (%lld); raise RS_PARAM_STAGING_BYTES "
+                  "or use RS_ROUNDS_PACKED",
+                  what, n, most);
+}
+
+static rs_status label_units(rs_plan *plan, rsi_units *units,
+                             sched_block *b, label_scratch *x, rsi_err *err) {
+  int W = plan->world_size;
+  int64_t nunits = units->n;
+  int32_t ndomains = 0;
+  x->domain_ix = malloc((size_t)W * sizeof *x->domain_ix);
+  x->used = malloc((size_t)W * sizeof *x->used);
+  x->relay = malloc((size_t)W * sizeof *x->relay);
+  x->cost = malloc((size_t)W * sizeof *x->cost);
+  x->chunk_of = malloc((size_t)W * sizeof *x->chunk_of);
+  x->touched = malloc((size_t)W * sizeof *x->touched);
+  plan->relay_bytes = calloc((size_t)W, sizeof *plan->relay_bytes);
+  plan->stats = calloc((size_t)W, sizeof *plan->stats);
+  if (!x->domain_ix || !x->used || !x->relay || !x->cost || !x->chunk_of ||
+      !x->touched || !plan->relay_bytes || !plan->stats ||
+      !rsi_plan_number_domains(plan, x->domain_ix, NULL, &ndomains))
+    return RSI_NOMEM(err);
+  for (int r = 0; r < W; r++) {
+    x->cost[r] = -1;
+    x->chunk_of[r] = -1;
+  }
+  int off_bits = rsi_bits_for((uint64_t)ndomains - 1);
+  int chunk_bits = LABEL_BITS - LABEL_DEPTH_BITS - off_bits;
+  if (chunk_bits < 1)
+    return label_refused(err, "domains", (long long)ndomains,
+                         1LL << (LABEL_BITS - LABEL_DEPTH_BITS - 1));
+  int64_t max_chunks = (int64_t)1 << chunk_bits;
+
+  /* depth (one past the unit followed, at least), domains of the first
+   * move; sorted by (depth, D, S), plan order within */
+  rsi_keyed *keys = (rsi_keyed *)b->v;
+  int32_t *depth = units->depth;
+  for (int64_t u = 0; u < nunits; u++) {
+    int64_t after = units->after[u];
+    if (after >= 0 && depth[u] <= depth[after]) depth[u] = depth[after] + 1;
+    if (depth[u] >= 1 << LABEL_DEPTH_BITS)
+      return label_refused(err, "a unit relayed", (long long)depth[u],
+                           (1 << LABEL_DEPTH_BITS) - 1);
+    const rsi_move *first = &plan->moves[u ? units->end[u - 1] : 0];
+    keys[u] = (rsi_keyed){(uint64_t)depth[u] << 32 |
+                              (uint32_t)x->domain_ix[first->dst_rank],
+                          (uint64_t)(uint32_t)x->domain_ix[first->src_rank],
+                          (uint64_t)u};
+  }
+  rsi_radix_sort(keys, keys + nunits, nunits);
+
+  int64_t cap = plan->round_capacity, chunk = -1, k = 0;
+  bool empty = true;
+  for (int64_t i = 0; i < nunits; i++) {
+    int64_t u = (int64_t)keys[i].value;
+    if (i == 0 || keys[i].hi != keys[i - 1].hi ||
+        keys[i].lo != keys[i - 1].lo) { /* a pair and depth begins */
+      chunk++;
+      k = 0;
+      empty = true;
+    }
+    int64_t begin = u ? units->end[u - 1] : 0, end = units->end[u];
+    int32_t S = (int32_t)keys[i].lo, D = (int32_t)(keys[i].hi & 0xffffffffu);
+    int nt;
+    unit_cost(plan, x, begin, end, &nt);
+    bool fits = true;
+    for (int t = 0; t < nt && fits; t++) {
+      int r = x->touched[t];
+      enter_chunk(x, r, chunk);
+      fits = x->used[r] + x->cost[r] <= cap;
+    }
+    if (!fits && !empty) { /* the next chunk of this pair */
+      chunk++;
+      k++;
+      empty = true;
+    }
+    if (k >= max_chunks)
+      return label_refused(err, "chunks between two domains",
+                           (long long)k + 1, (long long)max_chunks);
+    int32_t off = (D - S + ndomains) % ndomains;
+    int32_t round = (int32_t)((int64_t)depth[u] << (chunk_bits + off_bits) |
+                              k << off_bits | off);
+    if (empty) {
+      RSI_TRY(rsi_grow((void **)&x->labels, &x->cap_labels, x->nlabels + 1,
+                       sizeof *x->labels, 1024, err));
+      x->labels[x->nlabels++] = round;
+      empty = false;
+    }
+    for (int t = 0; t < nt; t++) {
+      int r = x->touched[t];
+      enter_chunk(x, r, chunk);
+      x->used[r] += x->cost[r];
+      x->cost[r] = -1;
+    }
+    for (int64_t j = begin; j < end; j++) {
+      rsi_move *m = &plan->moves[j];
+      m->round = round;
+      if (m->dst_kind != RSI_EP_RELAY ||
+          plan->relays[m->dst_index].staging_offset >= 0)
+        continue;
+      /* a slot may be filled by several moves: placed at the first; a
+       * rank receives in one chunk a label, so offsets count per chunk */
+      rsi_relay *s = &plan->relays[m->dst_index];
+      enter_chunk(x, s->rank, chunk);
+      s->round = round;
+      s->staging_offset = x->relay[s->rank];
+      x->relay[s->rank] += ALIGN(s->bytes, 64);
+      if (x->relay[s->rank] > plan->relay_bytes[s->rank])
+        plan->relay_bytes[s->rank] = x->relay[s->rank];
+    }
+  }
+  /* the rounds: the distinct labels */
+  if (x->nlabels)
+    qsort(x->labels, (size_t)x->nlabels, sizeof *x->labels, cmp_int32);
+  int64_t distinct = 0;
+  for (int64_t i = 0; i < x->nlabels; i++)
+    if (i == 0 || x->labels[i] != x->labels[distinct - 1])
+      x->labels[distinct++] = x->labels[i];
+  plan->nrounds = (int)distinct;
+  plan->round_labels = x->labels; /* the plan's now */
+  x->labels = NULL;
+  return RS_OK;
+}
+
+static rs_status assign_labels(rs_plan *plan, rsi_units *units,
+                               sched_block *b, rsi_err *err) {
+  label_scratch x = {0};
+  rs_status st = label_units(plan, units, b, &x, err);
+  label_scratch_free(&x);
+  return st;
+}
+
 /* Order moves by (round, stage, sender, receiver, plan order) and cut the
  * runs into messages. The block becomes the plan's moves; the messages
  * take the old moves' pages, which are resident already. */
@@ -313,8 +525,11 @@ static rs_status make_messages(rs_plan *plan, sched_block *blk, rsi_err *err) {
   /* round, stage, sender and receiver side by side, in one word where
    * they fit: the sort passes over their bits only */
   int rank_bits = rsi_bits_for((uint64_t)plan->world_size - 1);
+  int32_t last_round = 0; /* labels are sparse: nrounds does not bound them */
+  for (int64_t i = 0; i < n; i++)
+    if (plan->moves[i].round > last_round) last_round = plan->moves[i].round;
   bool one_word =
-      rsi_bits_for((uint64_t)plan->nrounds) + 1 + 2 * rank_bits <= 64;
+      rsi_bits_for((uint64_t)last_round) + 1 + 2 * rank_bits <= 64;
   for (int64_t i = 0; i < n; i++) {
     const rsi_move *m = &plan->moves[i];
     uint64_t when = (uint64_t)(uint32_t)m->round << 1 | m->stage;
@@ -435,7 +650,9 @@ static void free_units(rsi_units *units) {
 rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err) {
   sched_block b = {0};
   rs_status st = block_alloc(&b, plan->nmoves, units->n, err);
-  if (st == RS_OK) st = assign_rounds(plan, units, &b, err);
+  if (st == RS_OK)
+    st = plan->rounds_by_pair ? assign_labels(plan, units, &b, err)
+                              : assign_rounds(plan, units, &b, err);
   free_units(units);
   if (st == RS_OK) st = make_messages(plan, &b, err);
   free(b.v);

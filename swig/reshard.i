@@ -149,6 +149,10 @@ typedef struct rs_plan rs_plan;
 %constant int RS_PARAM_INTEGRITY = 201;
 %constant int RS_PARAM_PLAN_PART = 300;
 %constant int RS_PARAM_PLAN_BOXES = 301;
+%constant int RS_PARAM_ROUNDS = 302;
+
+%constant int RS_ROUNDS_PACKED = 0;
+%constant int RS_ROUNDS_BY_DOMAIN_PAIR = 1;
 
 %constant int RS_STAT_BYTES_SENT_INTRA = 1;
 %constant int RS_STAT_BYTES_SENT_INTER = 2;

@@ -96,6 +96,10 @@ static void usage_plan(FILE *f) {
 "  --domain-gpus N  GPUs of the job per NVLink domain (default: the\n"
 "                   cluster's job_gpus_per_domain, 64 on gb200-nvl72)\n"
 "  --staging-mib N  staging memory per rank for the plan (default 256)\n"
+"  --rounds R       packed (default): rounds that mix many peers, fitted\n"
+"                   to every rank at once; by-domain-pair: each round\n"
+"                   decided by the two domains a message runs between\n"
+"                   (RS_PARAM_ROUNDS), as a rank planning alone can\n"
 "  --bucket-mib N   gather-and-broadcast bucket size (default 1024)\n"
 "  --json           print the figures as JSON instead of the table\n"
 "  --svg FILE       draw the rank-to-rank traffic matrix and the per-link\n"
@@ -220,7 +224,7 @@ static int cmd_plan(int argc, char **argv) {
   const char *config = NULL, *svg = NULL, *placement = NULL;
   const char *plan_json = NULL;
   const char *train_dtype = NULL, *infer_dtype = NULL, *fp8_block = NULL;
-  const char *fp8_scales = NULL;
+  const char *fp8_scales = NULL, *rounds = NULL;
   long domain_gpus = 0, staging_mib = 0, bucket_mib = 1024;
   int json = 0, progress = -1, colocate = 0;
   for (int i = 0; i < argc; i++) {
@@ -276,6 +280,8 @@ static int cmd_plan(int argc, char **argv) {
       slot = &plan_json;
     else if (!strcmp(name, "--placement"))
       slot = &placement;
+    else if (!strcmp(name, "--rounds"))
+      slot = &rounds;
     else if (!strcmp(name, "--train-dtype"))
       slot = &train_dtype;
     else if (!strcmp(name, "--infer-dtype"))
@@ -335,6 +341,13 @@ static int cmd_plan(int argc, char **argv) {
     return fail_usage("--placement: '%s' is not split or packed%s", placement,
                       "");
 
+  int rounds_rule = RS_ROUNDS_PACKED;
+  if (rounds && !strcmp(rounds, "by-domain-pair"))
+    rounds_rule = RS_ROUNDS_BY_DOMAIN_PAIR;
+  else if (rounds && strcmp(rounds, "packed"))
+    return fail_usage("--rounds: '%s' is not packed or by-domain-pair%s",
+                      rounds, "");
+
   rt_err e;
   rt_dtype_spec dtypes;
   rt_dtype_spec_default(&dtypes);
@@ -366,6 +379,7 @@ static int cmd_plan(int argc, char **argv) {
   }
   rt_options opt = {0};
   opt.staging_bytes = (int64_t)staging_mib << 20;
+  opt.rounds = rounds_rule;
   opt.bucket_bytes = (double)bucket_mib * 1024 * 1024;
   opt.matrix = svg != NULL;
   opt.plan_json = plan_json;

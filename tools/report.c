@@ -40,6 +40,7 @@ static int plan_job(const rt_job *job, const rt_options *opt,
   /* The figures read a move's ends and bytes; only the SVG's matrix reads
    * its box. Without boxes, planning touches a fifth less memory. */
   if (!opt->matrix) rs_context_set_param(ctx, RS_PARAM_PLAN_BOXES, 0);
+  rs_context_set_param(ctx, RS_PARAM_ROUNDS, opt->rounds); /* rs_rounds */
   if (opt->staging_bytes > 0) {
     rs_status st = rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES,
                                         opt->staging_bytes);

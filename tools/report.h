@@ -10,6 +10,7 @@
 
 typedef struct rt_options {
   int64_t staging_bytes; /* RS_PARAM_STAGING_BYTES; 0: the library default */
+  int rounds;            /* RS_PARAM_ROUNDS: an rs_rounds */
   double bucket_bytes;   /* gather-and-broadcast bucket (default 1 GiB) */
   bool matrix;           /* keep the rank-to-rank bytes (for the SVG) */
   bool progress;         /* a progress line on stderr after one second */

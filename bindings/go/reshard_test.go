@@ -183,6 +183,39 @@ func TestPlanPart(t *testing.T) {
 	}
 }
 
+// ParamRounds: packed by default; by domain pair gives a plan of another
+// fingerprint that moves the same bytes between ranks.
+func TestRoundsParam(t *testing.T) {
+	q := newQuick(t)
+	defer q.closeAll()
+	if v, err := q.ctx.Param(ParamRounds); err != nil || Rounds(v) != RoundsPacked {
+		t.Fatalf("default rounds %d, %v", v, err)
+	}
+	if err := q.ctx.SetParam(ParamRounds, int64(RoundsByDomainPair)); err != nil {
+		t.Fatal(err)
+	}
+	paired, err := NewPlan(q.src, q.dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paired.Close()
+	a, _ := q.plan.Fingerprint()
+	b, _ := paired.Fingerprint()
+	if a == b {
+		t.Fatalf("rounds by domain pair: the packed plan's fingerprint")
+	}
+	for _, s := range []Stat{StatBytesSentIntra, StatBytesSentInter, StatBytesLocal} {
+		x, _ := q.plan.Stat(AllRanks, s)
+		y, _ := paired.Stat(AllRanks, s)
+		if x != y {
+			t.Fatalf("figure %d: %d packed, %d by domain pair", s, x, y)
+		}
+	}
+	if err := q.ctx.SetParam(ParamRounds, 2); !errors.Is(err, ErrBadParam) {
+		t.Fatalf("rounds 2: %v", err)
+	}
+}
+
 // ParamCopyThreads: 1 by default, 0 (one a CPU) accepted, 257 refused
 // with the setting kept.
 func TestCopyThreadsParam(t *testing.T) {

@@ -110,6 +110,17 @@ const (
 	ParamIntegrity    = Param(rsw.RS_PARAM_INTEGRITY)
 	ParamPlanPart     = Param(rsw.RS_PARAM_PLAN_PART)  // -1 whole plan, else one rank's part
 	ParamPlanBoxes    = Param(rsw.RS_PARAM_PLAN_BOXES) // 0: plans to inspect, not to run
+	ParamRounds       = Param(rsw.RS_PARAM_ROUNDS)     // a Rounds; since 0.5
+)
+
+// Rounds says how a plan is cut into rounds (rs_rounds, ParamRounds).
+// Since 0.5.
+type Rounds int
+
+// The ways to cut rounds.
+const (
+	RoundsPacked       = Rounds(rsw.RS_ROUNDS_PACKED)         // few rounds of many peers (the default)
+	RoundsByDomainPair = Rounds(rsw.RS_ROUNDS_BY_DOMAIN_PAIR) // each round decided by two domains
 )
 
 // Stat names one per-rank figure of a plan (rs_stat).

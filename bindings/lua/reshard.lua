@@ -230,6 +230,7 @@ local PARAM = {
   integrity = C.RS_PARAM_INTEGRITY,
   plan_part = C.RS_PARAM_PLAN_PART,
   plan_boxes = C.RS_PARAM_PLAN_BOXES,
+  rounds = C.RS_PARAM_ROUNDS,
 }
 local function param_code(p)
   if type(p) == "string" then
@@ -273,6 +274,9 @@ local MEMORY = { host = C.RS_MEMORY_HOST, cuda = C.RS_MEMORY_CUDA }
 -- reshard.scale.amax (scale = amax / 448), reshard.scale.ue8m0 (a power
 -- of two, 2^ceil(log2(amax / 448))). Since 0.4.
 M.scale = { amax = C.RS_SCALE_AMAX, ue8m0 = C.RS_SCALE_UE8M0 }
+--- Values of the "rounds" setting (rs_rounds).
+M.rounds = { packed = C.RS_ROUNDS_PACKED,
+             by_domain_pair = C.RS_ROUNDS_BY_DOMAIN_PAIR }
 local function scale_rule_code(rule)
   if type(rule) == "string" then
     local c = M.scale[rule:lower()]
@@ -773,8 +777,9 @@ end
 -- "integrity" (a boolean or 0/1), "plan_part" (-1, or the rank whose part
 -- of plans made afterwards is kept), "plan_boxes" (a boolean or 0/1: false
 -- makes plans to inspect, not to run), "copy_threads" (threads that copy
--- host memory in an execution: 1 the default, 0 one per CPU) or
--- "slice_bytes", or a RS_PARAM_ code.
+-- host memory in an execution: 1 the default, 0 one per CPU), "rounds"
+-- (reshard.rounds.packed, the default, or reshard.rounds.by_domain_pair)
+-- or "slice_bytes", or a RS_PARAM_ code.
 function Context:set_param(p, value)
   if type(value) == "boolean" then value = value and 1 or 0 end
   C.rsw_context_set_param(R, context_handle(self), param_code(p),

@@ -92,7 +92,7 @@ rs_status rs_plan_move_info(const rs_plan *plan, int64_t index, int *tensor,
   if (src_rank) *src_rank = m->src_rank;
   if (dst_rank) *dst_rank = m->dst_rank;
   if (route) *route = (rs_route)m->route;
-  if (round) *round = m->round;
+  if (round) *round = rsi_plan_public_round(plan, m->round);
   if (forwarded) *forwarded = m->forwarded;
   return RS_OK;
 }

@@ -2,9 +2,10 @@
  * against the whole plan: the part holds exactly the whole plan's moves
  * that land in the domain, and the parts of every domain together are the
  * whole plan. Moves are compared as a set, whatever their rounds (a part
- * is scheduled on its own) and the numbers of their relay slots (a slot
- * is known by its rank and box). Needs core/'s internal headers; no
- * Criterion here, so the fuzz targets may include it too. */
+ * is scheduled on its own, except by domain pair) and the numbers of
+ * their relay slots (a slot is known by its rank and box). Needs core/'s
+ * internal headers; no Criterion here, so the fuzz targets may include it
+ * too. */
 #ifndef RESHARD_TESTS_RT_DOMAIN_PARTS_H
 #define RESHARD_TESTS_RT_DOMAIN_PARTS_H
 
@@ -18,8 +19,10 @@
 #include "plan.h"
 
 /* A move's words: its ends (a relay slot by its box), stage and flags,
- * dtypes, bytes, route, its box and its slot's box. */
-#define RT_MOVE_WORDS (12 + 4 * RS_MAX_DIMS)
+ * dtypes, bytes, route, its box and its slot's box; and where rounds are
+ * by domain pair, which a domain's part computes as the whole plan does,
+ * its round and its slot's place in staging. */
+#define RT_MOVE_WORDS (13 + 4 * RS_MAX_DIMS)
 
 static inline int rt_cmp_move_words(const void *a, const void *b) {
   return memcmp(a, b, RT_MOVE_WORDS * sizeof(int64_t));
@@ -40,13 +43,17 @@ static inline void rt_move_words(const rs_plan *plan, int64_t i, int64_t *w) {
   w[8] = m->src_dtype << 16 | m->wire_dtype << 8 | m->dst_dtype;
   w[9] = m->bytes;
   w[10] = m->route;
-  if (m->box >= 0)
-    memcpy(w + 12, plan->boxes.v + m->box, (size_t)(2 * nd) * sizeof *w);
   int64_t relay = m->src_kind == RSI_EP_RELAY   ? m->src_index
                   : m->dst_kind == RSI_EP_RELAY ? m->dst_index
                                                 : -1;
+  if (plan->rounds_by_pair) {
+    w[11] = m->round;
+    w[12] = relay >= 0 ? plan->relays[relay].staging_offset : -1;
+  }
+  if (m->box >= 0)
+    memcpy(w + 13, plan->boxes.v + m->box, (size_t)(2 * nd) * sizeof *w);
   if (relay >= 0)
-    memcpy(w + 12 + 2 * RS_MAX_DIMS, plan->boxes.v + plan->relays[relay].box,
+    memcpy(w + 13 + 2 * RS_MAX_DIMS, plan->boxes.v + plan->relays[relay].box,
            (size_t)(2 * nd) * sizeof *w);
 }
 

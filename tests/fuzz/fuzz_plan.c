@@ -750,6 +750,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                  plan->domain_of[rank], &into, why,
                                  sizeof why),
              "%s", why);
+    /* Rounds by domain pair, where the input asks (read after all else):
+     * the plan runs, and the domain's part has its rounds too. */
+    if (fz_u8(&in) & 1) {
+      rs_plan *paired = NULL;
+      rs_context_set_param(w.ctx, RS_PARAM_ROUNDS, RS_ROUNDS_BY_DOMAIN_PAIR);
+      st = rs_plan_create(w.s[0].l, w.s[1].l, &paired);
+      FZ_CHECK(st == RS_OK || st == RS_ERR_UNSUPPORTED,
+               "rounds by domain pair: %s", rs_status_name(st));
+      if (st == RS_OK) {
+        if (executable(&w)) execute_and_verify(&w, paired);
+        FZ_CHECK(rt_same_domain_part(paired, w.s[0].l, w.s[1].l,
+                                     plan->domain_of[rank], &into, why,
+                                     sizeof why),
+                 "rounds by domain pair: %s", why);
+      }
+      rs_plan_destroy(paired);
+      rs_context_set_param(w.ctx, RS_PARAM_ROUNDS, RS_ROUNDS_PACKED);
+    }
   }
   if (getenv("FUZZ_VERBOSE")) {
     int64_t moves = 0;

@@ -28,6 +28,7 @@ TestSuite(settings, .init = fx_setup, .fini = fx_teardown);
 #define PART RS_PARAM_PLAN_PART, -1
 #define BOXES RS_PARAM_PLAN_BOXES, 1
 #define THREADS RS_PARAM_COPY_THREADS, 1
+#define ROUNDS RS_PARAM_ROUNDS, RS_ROUNDS_PACKED
 
 /* ------------------------------------------------- values out of bounds */
 
@@ -59,6 +60,8 @@ static const value_case value_cases[] = {
     {"plan_part_above_int32", PART, (int64_t)INT32_MAX + 1, true, "outside"},
     {"plan_boxes_two", BOXES, 2, true, "outside"},
     {"plan_boxes_negative", BOXES, -1, true, "outside"},
+    {"rounds_two", ROUNDS, 2, true, "outside"},
+    {"rounds_negative", ROUNDS, -1, true, "outside"},
     {"copy_threads_negative", THREADS, -1, true, "outside"},
     {"copy_threads_one_above_max", THREADS, 257, true, "outside"},
     {"value_int64_min", TIMEOUT, INT64_MIN, true, "outside"},
@@ -81,11 +84,11 @@ RT_TABLE_TEST(settings, values_out_of_bounds, value_cases, i) {
 }
 
 Test(settings, bounds_themselves_are_accepted) {
-  const rs_param all[7] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
+  const rs_param all[8] = {RS_PARAM_STAGING_BYTES, RS_PARAM_SLICE_BYTES,
                            RS_PARAM_COPY_THREADS, RS_PARAM_TIMEOUT_MS,
                            RS_PARAM_INTEGRITY, RS_PARAM_PLAN_PART,
-                           RS_PARAM_PLAN_BOXES};
-  for (int i = 0; i < 7; i++) {
+                           RS_PARAM_PLAN_BOXES, RS_PARAM_ROUNDS};
+  for (int i = 0; i < 8; i++) {
     int64_t lo = 0, hi = 0, v = 0;
     cr_assert_eq(rs_param_bounds(all[i], &lo, &hi), RS_OK);
     cr_assert_eq(rs_context_set_param(ctx, all[i], lo), RS_OK);
@@ -113,7 +116,7 @@ static const param_case param_cases[] = {
     {"param_just_below_timeout", 199, "unknown parameter"},
     {"param_just_above_integrity", 202, "unknown parameter"},
     {"param_just_below_plan_part", 299, "unknown parameter"},
-    {"param_just_above_plan_boxes", 302, "unknown parameter"},
+    {"param_just_above_rounds", 303, "unknown parameter"},
     {"param_negative", -100, "unknown parameter"},
     {"param_int_max", INT_MAX, "unknown parameter"},
 };

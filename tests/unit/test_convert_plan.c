@@ -36,6 +36,7 @@ typedef struct job {
   bool ue8m0;
   rs_dtype from, to;
   int64_t skew; /* every shard's byte offset in its buffer (odd: misaligned) */
+  rs_rounds rounds; /* RS_PARAM_ROUNDS */
   piece srcs[MAX_SHARDS], dsts[MAX_SHARDS], scales[MAX_SHARDS];
   int nsrc, ndst, nscale;
   void *sbuf[MAX_SHARDS], *dbuf[MAX_SHARDS], *cbuf[MAX_SHARDS];
@@ -82,6 +83,8 @@ static rs_status make_plan_staged(job *j, int world, int domain_size,
   if (staging)
     cr_assert_eq(rs_context_set_param(j->ctx, RS_PARAM_STAGING_BYTES, staging),
                  RS_OK);
+  cr_assert_eq(rs_context_set_param(j->ctx, RS_PARAM_ROUNDS, j->rounds),
+               RS_OK);
   cr_assert_eq(rs_layout_create(j->ctx, &j->src), RS_OK);
   cr_assert_eq(rs_layout_create(j->ctx, &j->dst), RS_OK);
   cr_assert_eq(rs_layout_add_tensor(j->src, "w", j->from, 2, j->shape), RS_OK);
@@ -401,9 +404,9 @@ static int random_cuts(uint64_t *rng, int64_t n, int64_t align, int k,
 
 /* Random sources (any cuts, replicas, and an overlapping extra shard) into
  * random block-aligned destinations (replicated, over random domains),
- * staging small or large: every fp8 byte and scale as the whole-tensor
- * rule gives them, and each domain's part is the whole plan's moves into
- * it. */
+ * staging small or large, rounds packed or by domain pair: every fp8 byte
+ * and scale as the whole-tensor rule gives them, staging within its
+ * setting, and each domain's part is the whole plan's moves into it. */
 /* The plan made without boxes (RS_PARAM_PLAN_BOXES = 0) is the same plan
  * but for them: the scale moves made from a values move's box too. */
 static void same_without_boxes(job *j, int world, int c) {
@@ -421,11 +424,13 @@ static void same_without_boxes(job *j, int world, int c) {
 Test(convert_plan, fp8_random_layouts, .timeout = 120) {
   uint64_t rng = 0xF8F8;
   const int64_t blocks[4] = {16, 32, 64, 128};
-  int cases = 0, split = 0, whole = 0;
+  int cases = 0, split = 0, whole = 0, by_pair = 0;
   for (int c = 0; c < 150; c++) {
     job j = {.from = c % 3 == 0 ? RS_DTYPE_F32 : RS_DTYPE_BF16,
              .to = RS_DTYPE_F8_E4M3, .ue8m0 = c % 4 == 1,
-             .skew = (int64_t[]){0, 0, 1, 0, 3}[c % 5]};
+             .skew = (int64_t[]){0, 0, 1, 0, 3}[c % 5],
+             .rounds = c % 7 < 3 ? RS_ROUNDS_BY_DOMAIN_PAIR
+                                 : RS_ROUNDS_PACKED};
     j.shape[0] = 1 + (int64_t)(rt_rand(&rng) % 300);
     j.shape[1] = 1 + (int64_t)(rt_rand(&rng) % 300);
     j.block[0] = blocks[rt_rand(&rng) % 4];
@@ -470,6 +475,10 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
     rs_status st = make_plan_staged(&j, world, 1 + (int)(rt_rand(&rng) % 4),
                                     staging);
     cr_assert_eq(st, RS_OK, "case %d: %s", c, rs_context_last_error(j.ctx));
+    cr_assert_leq(stat(&j, RS_STAT_STAGING_BYTES),
+                  staging ? staging : 256 << 20,
+                  "case %d: staging beyond the setting", c);
+    by_pair += j.rounds == RS_ROUNDS_BY_DOMAIN_PAIR;
     same_without_boxes(&j, world, c);
     char why[256];
     cr_assert(rt_same_domain_parts(j.plan, j.src, j.dst, why, sizeof why),
@@ -482,7 +491,8 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
     cases++;
   }
   cr_log_info("%d cases: %d with receivers converting, %d with senders "
-              "converting", cases, split, whole);
+              "converting, %d with rounds by domain pair",
+              cases, split, whole, by_pair);
   cr_assert_gt(split, 10);
   cr_assert_gt(whole, 10);
 }

@@ -210,6 +210,7 @@ static struct {
   int64_t staging_checked; /* ranks whose real staging was checked */
   int64_t self_plans;      /* plans from a source layout to itself */
   int64_t domain_parts;    /* cases whose domains' parts were checked */
+  int64_t by_pair;         /* cases cut into rounds by domain pair */
 } totals;
 
 /* A plan from the source layout to itself moves nothing between ranks.
@@ -310,6 +311,44 @@ static void check_domain_parts(const rh *h, const char *where) {
   totals.domain_parts++;
 }
 
+/* RS_ROUNDS_BY_DOMAIN_PAIR: in a round, the ranks of a domain send across
+ * into one other domain at most and receive across from one at most. */
+static void check_pair_rounds(const rh *h, const char *where) {
+  int64_t nm = 0;
+  cr_assert_eq(rs_plan_num_moves(h->plan, &nm), RS_OK, "%s", where);
+  int64_t rounds = rh_stat(h, RS_ALL_RANKS, RS_STAT_ROUNDS);
+  /* domains numbered by first sight; [round][domain]: the domain it
+   * sends into, receives from */
+  int ndom = 0, ids[RH_MAX_WORLD], ix[RH_MAX_WORLD];
+  for (int r = 0; r < h->world; r++) {
+    int id = rh_domain(h, r), k = 0;
+    while (k < ndom && ids[k] != id) k++;
+    if (k == ndom) ids[ndom++] = id;
+    ix[r] = k;
+  }
+  int *into = malloc((size_t)(rounds * ndom + 1) * sizeof *into);
+  int *from = malloc((size_t)(rounds * ndom + 1) * sizeof *from);
+  cr_assert(into && from, "%s", where);
+  for (int64_t i = 0; i < rounds * ndom; i++) into[i] = from[i] = -1;
+  for (int64_t i = 0; i < nm; i++) {
+    int src, dst, round;
+    rs_route route;
+    cr_assert_eq(rs_plan_move_info(h->plan, i, NULL, &src, &dst, &route,
+                                   &round, NULL), RS_OK, "%s", where);
+    if (route != RS_ROUTE_INTER) continue;
+    int ds = ix[src], dd = ix[dst];
+    int *a = &into[round * ndom + ds], *b = &from[round * ndom + dd];
+    cr_assert(*a < 0 || *a == dd, "%s: in round %d domain %d sends into "
+              "domains %d and %d", where, round, ds, *a, dd);
+    cr_assert(*b < 0 || *b == ds, "%s: in round %d domain %d receives from "
+              "domains %d and %d", where, round, dd, *b, ds);
+    *a = dd;
+    *b = ds;
+  }
+  free(into);
+  free(from);
+}
+
 /* RS_PARAM_PLAN_BOXES = 0: the same plan, without its moves' boxes. */
 static void check_without_boxes(const rh *h, const char *where) {
   rs_plan *bare = NULL;
@@ -384,6 +423,14 @@ static void run_case(uint64_t seed, int index, bool large) {
     for (int side = 0; side < 2; side++) shuffle(&order_rng, order[side], nt);
   for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_SRC, order[0][i]);
   for (int i = 0; i < nt; i++) build_side(&h, &r, RS_SIDE_DST, order[1][i]);
+  /* A third of the cases (drawn apart, as the order) are cut into rounds
+   * by domain pair. */
+  if (rint_(&order_rng, 0, 2) == 0) {
+    cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_ROUNDS,
+                                      RS_ROUNDS_BY_DOMAIN_PAIR),
+                 RS_OK, "%s", where);
+    totals.by_pair++;
+  }
 
   rh_plan(&h);
   rh_alloc_bind(&h, rint_(&r, 0, 16));
@@ -394,6 +441,7 @@ static void run_case(uint64_t seed, int index, bool large) {
   rh_check_locality(&h);
   check_move_order(&h, where);
   check_self_plan(&h, where);
+  if (h.plan->rounds_by_pair) check_pair_rounds(&h, where);
   if (index % 4 == 0) check_parts(&h, where);
   if (index % 4 == 1) check_domain_parts(&h, where);
   if (index % 4 == 2) check_without_boxes(&h, where);
@@ -456,13 +504,15 @@ static void run_part(int part) {
   cr_log_info("property part %d: %lld cases, %lld src shards, %lld dst "
               "shards, %lld dst elements checked, %lld moves, %lld bytes "
               "across domains, real staging of %lld ranks checked, %lld plans "
-              "from a source layout to itself, %lld cases' domain parts",
+              "from a source layout to itself, %lld cases' domain parts, "
+              "%lld cases with rounds by domain pair",
               part, (long long)totals.cases,
               (long long)totals.src_shards, (long long)totals.dst_shards,
               (long long)totals.dst_elems, (long long)totals.moves,
               (long long)totals.inter_bytes,
               (long long)totals.staging_checked,
-              (long long)totals.self_plans, (long long)totals.domain_parts);
+              (long long)totals.self_plans, (long long)totals.domain_parts,
+              (long long)totals.by_pair);
   cr_assert_gt(totals.staging_checked, 0, "no rank's staging was checked");
   if (!one) {
     cr_assert_gt(totals.self_plans, totals.cases / 2, "only %lld of %lld "
@@ -471,6 +521,9 @@ static void run_part(int part) {
     cr_assert_geq(totals.domain_parts, totals.cases / 4, "the domains' parts "
                   "of %lld of %lld cases were checked",
                   (long long)totals.domain_parts, (long long)totals.cases);
+    cr_assert_geq(totals.by_pair, totals.cases / 4, "%lld of %lld cases had "
+                  "rounds by domain pair", (long long)totals.by_pair,
+                  (long long)totals.cases);
   }
 }
 
@@ -489,8 +542,9 @@ static void run_large(int part) {
     run_case(seed, i, true);
   }
   cr_log_info("large property part %d: %lld cases, %lld dst elements "
-              "checked, %lld moves", part, (long long)totals.cases,
-              (long long)totals.dst_elems, (long long)totals.moves);
+              "checked, %lld moves, %lld cases with rounds by domain pair",
+              part, (long long)totals.cases, (long long)totals.dst_elems,
+              (long long)totals.moves, (long long)totals.by_pair);
 }
 
 Test(property, random_layouts_part0, .timeout = 80) { run_part(0); }

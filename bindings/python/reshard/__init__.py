@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ._native import version as _version
 from .context import (ALL_RANKS, NCCL_UNIQUE_ID_BYTES, Context, Param,
-                      Transport, nccl_unique_id)
+                      Rounds, Transport, nccl_unique_id)
 from .dtypes import DType, dtype
 from .errors import (ArgumentError, CorruptError, Error, InternalError,
                      LayoutError, MismatchError, ResourceError, Status,
@@ -51,7 +51,7 @@ __version__ = library_version
 __all__ = [
     "Context", "Layout", "Plan", "TensorInfo", "ScaleRule", "Shard",
     "Replicate",
-    "DeviceMesh", "dtensor_local_box", "DType", "dtype", "Param",
+    "DeviceMesh", "dtensor_local_box", "DType", "dtype", "Param", "Rounds",
     "Transport", "Side", "SRC", "DST", "STAT_NAMES", "ALL_RANKS",
     "NCCL_UNIQUE_ID_BYTES", "nccl_unique_id", "library_version",
     "Status", "Error", "ArgumentError", "LayoutError", "UnsupportedError",

@@ -37,6 +37,14 @@ class Param(enum.IntEnum):
     INTEGRITY = 201
     PLAN_PART = 300
     PLAN_BOXES = 301
+    ROUNDS = 302
+
+
+class Rounds(enum.IntEnum):
+    """``rs_rounds``: how a plan is cut into rounds (``Param.ROUNDS``)."""
+
+    PACKED = 0
+    BY_DOMAIN_PAIR = 1
 
 
 def _param(p: Union[Param, int, str]) -> int:
@@ -312,6 +320,19 @@ class Context(_Handle):
     @plan_boxes.setter
     def plan_boxes(self, value: bool) -> None:
         self.set_param(Param.PLAN_BOXES, 1 if value else 0)
+
+    @property
+    def rounds(self) -> Rounds:
+        """How plans made afterwards are cut into rounds:
+        ``Rounds.PACKED`` (the default: few rounds, each mixing many
+        peers) or ``Rounds.BY_DOMAIN_PAIR`` (a round decided by the two
+        domains a message runs between, as a rank planning its own part
+        can; more rounds, the same staging bound)."""
+        return Rounds(self.get_param(Param.ROUNDS))
+
+    @rounds.setter
+    def rounds(self, value: Union[Rounds, int]) -> None:
+        self.set_param(Param.ROUNDS, int(value))
 
     @property
     def copy_threads(self) -> int:

@@ -197,6 +197,27 @@ def test_plan_without_boxes(ctx):
     assert ei.value.status == Status.BAD_PARAM
 
 
+def test_rounds_by_domain_pair(ctx):
+    """Rounds by domain pair: another fingerprint, the same bytes between
+    the same ranks, and a setting outside rs_rounds refused."""
+    src = ctx.layout().add_tensor("w", "f32", (4, 6)).add_dtensor(
+        "w", mesh_shape=(2,), mesh_ranks=[0, 1], placements=[Shard(0)])
+    dst = ctx.layout().add_tensor("w", "f32", (4, 6)).add_dtensor(
+        "w", mesh_shape=(2,), mesh_ranks=[2, 3], placements=[Replicate()])
+    assert ctx.rounds is reshard.Rounds.PACKED
+    with ctx.plan(src, dst) as packed:
+        ctx.rounds = reshard.Rounds.BY_DOMAIN_PAIR
+        assert ctx.get_param("rounds") == 1
+        with ctx.plan(src, dst) as paired:
+            assert paired.fingerprint != packed.fingerprint
+            for k in ("bytes_sent_intra", "bytes_sent_inter", "bytes_local"):
+                assert paired.stats()[k] == packed.stats()[k], k
+        ctx.rounds = reshard.Rounds.PACKED
+    with pytest.raises(reshard.ArgumentError) as ei:
+        ctx.set_param("rounds", 2)
+    assert ei.value.status == Status.BAD_PARAM
+
+
 def test_context_settings(ctx):
     assert ctx.world_size == 4 and ctx.rank is None
     assert ctx.ranks == [0, 1, 2, 3]

@@ -332,8 +332,42 @@ typedef enum rs_param {
    *  shards once made. Combines with RS_PARAM_PLAN_PART (a part without
    *  boxes).
    *  Bounds [0, 1]. Not part of the fingerprint. @since 0.5 */
-  RS_PARAM_PLAN_BOXES = 301
+  RS_PARAM_PLAN_BOXES = 301,
+  /** How rs_plan_create cuts the plan into rounds: an rs_rounds.
+   *  RS_ROUNDS_PACKED (0, the default) or RS_ROUNDS_BY_DOMAIN_PAIR (1).
+   *  Bounds [0, 1]. Read by rs_plan_create; part of the fingerprint (all
+   *  ranks must agree). @since 0.5 */
+  RS_PARAM_ROUNDS = 302
 } rs_param;
+
+/**
+ * Values of RS_PARAM_ROUNDS: who decides the round a message runs in.
+ * Both move the same bytes between the same ranks, and both fit every
+ * round to RS_PARAM_STAGING_BYTES (one exception below). @since 0.5
+ */
+typedef enum rs_rounds {
+  /** Rounds packed over the whole job at once: each fills every rank's
+   *  half of the staging as far as it can, mixing many peers. A
+   *  message's round depends on every other rank's traffic. */
+  RS_ROUNDS_PACKED = 0,
+  /** A round is a label (relay depth, chunk, domain offset) that the two
+   *  domains a message runs between decide from their own traffic: the
+   *  moves into a domain, taken in plan order, are cut into chunks of a
+   *  quarter of the staging at each rank they touch, and in a label a
+   *  domain sends into one domain only and receives from one only. So
+   *  the rounds of what lands in a domain follow from what lands in it,
+   *  which a rank that plans its own part can know. Pieces are cut to
+   *  half the packed size (up to 2.4x the moves, for DeepSeek-V3), and a
+   *  rank takes part in other numbers of rounds: `reshard plan --rounds`
+   *  prices both. An fp8 block whose parts come from source ranks of
+   *  more than one domain charges the ranks outside the first part's
+   *  domain in a label they may use already, which can take them past
+   *  the staging setting. rs_plan_create refuses it (RS_ERR_UNSUPPORTED)
+   *  where a label does not fit a round number: relays more than 15
+   *  deep, or more chunks between two domains than 2^(27 - the bits of
+   *  the number of domains). */
+  RS_ROUNDS_BY_DOMAIN_PAIR = 1
+} rs_rounds;
 
 /**
  * Set a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM (unknown
