@@ -344,6 +344,7 @@ typedef struct part_figures {
   int64_t heap, moves;
   double seconds;
   long peak_kib;
+  int64_t told; /* a domain's part: moves it tells senders outside it */
 } part_figures;
 
 /* Plans the part the context asks for in a child process (fork), which
@@ -351,7 +352,7 @@ typedef struct part_figures {
  * ends the bench. */
 static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
                                        const rs_layout *dst) {
-  part_figures f = {0, 0, 0, -1};
+  part_figures f = {0, 0, 0, -1, 0};
   int fd[2];
   if (pipe(fd) != 0) {
     perror("bench_plan_dsv3: pipe");
@@ -397,10 +398,12 @@ static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
  * other rank's buffers). In a child forked for it, the part paid a copy
  * on write for each page of heap it shared with its parent. */
 static part_figures plan_domain_part(rs_context *ctx, const rs_layout *src,
-                                     const rs_layout *dst, int domain) {
-  part_figures f = {0, 0, 0, -1};
+                                     const rs_layout *dst, int domain,
+                                     rs_rounds rounds) {
+  part_figures f = {0, 0, 0, -1, 0};
   int driven = ctx->rank;
   ctx->rank = domain * DOMAIN + DOMAIN - 1;
+  BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_ROUNDS, rounds));
   rs_plan *plan = NULL;
   long rss0 = bench_rss_kib();
   bool peak_known = bench_reset_peak_rss();
@@ -411,7 +414,11 @@ static part_figures plan_domain_part(rs_context *ctx, const rs_layout *src,
   if (peak_known) f.peak_kib = bench_peak_rss_kib() - rss0;
   f.heap = heap_in_use() - h0;
   BENCH_CHECK(ctx, rs_plan_num_moves(plan, &f.moves));
+  for (int64_t i = 0; i < plan->nmoves; i++)
+    f.told += plan->domain_of[plan->moves[i].src_rank] != domain;
   rs_plan_destroy(plan);
+  BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_ROUNDS,
+                                        RS_ROUNDS_PACKED));
   ctx->rank = driven;
   return f;
 }
@@ -479,7 +486,15 @@ int main(int argc, char **argv) {
    * ones (docs/PLANNING.md, "A domain's part"). First, as a rank's
    * process would plan it once its layouts are built. */
   const int part_domain = (WORLD - 1) / DOMAIN;
-  part_figures dpart = plan_domain_part(ctx, src, dst, part_domain);
+  part_figures dpart =
+      plan_domain_part(ctx, src, dst, part_domain, RS_ROUNDS_PACKED);
+  /* What a rank plans alone with rounds by domain pair (per-rank
+   * planning, docs/PLANNING.md): its domain's part, an engine's and a
+   * trainer's (domain 0); the exchange that completes it sends what the
+   * domain's ranks were told of, a few thousand moves. */
+  part_figures rpart[2] = {
+      plan_domain_part(ctx, src, dst, 0, RS_ROUNDS_BY_DOMAIN_PAIR),
+      plan_domain_part(ctx, src, dst, part_domain, RS_ROUNDS_BY_DOMAIN_PAIR)};
   /* the whole plan's peak growth counts from here */
   long hwm_before_plan =
       bench_reset_peak_rss() ? bench_peak_rss_kib() : hwm_after_layouts;
@@ -645,6 +660,15 @@ int main(int argc, char **argv) {
          (long long)dpart.moves, part_domain * DOMAIN + DOMAIN - 1,
          dpart.seconds, tmin,
          dpart.peak_kib / 1024.0, (hwm_after_plan - hwm_before_plan) / 1024.0);
+  for (int k = 0; k < 2; k++)
+    printf("by pair : %s domain %d planned alone by rank %d's context with "
+           "rounds by domain pair (what per-rank planning computes before "
+           "its exchange) in %.3f s, peak growth %.1f MiB; %lld moves into "
+           "it, %lld of them told to senders outside\n",
+           k ? "inference" : "trainer", k ? part_domain : 0,
+           (k ? part_domain : 0) * DOMAIN + DOMAIN - 1, rpart[k].seconds,
+           rpart[k].peak_kib / 1024.0, (long long)rpart[k].moves,
+           (long long)rpart[k].told);
   printf("naive   : all-pairs intersection, %lld src x dst box pairs, %lld "
          "non-empty (volume sum %lld), x %d: min %.3f s, median %.3f s\n",
          (long long)pairs, (long long)hits, (long long)vol, nreps, nmin, nmed);
@@ -704,6 +728,19 @@ int main(int argc, char **argv) {
     bench_table_row("peak planning domain part [MiB]", a, b, c);
     snprintf(c, sizeof c, "%.3f", dpart.peak_kib / 1024.0 / 512.0);
     bench_table_row("peak planning domain part [MiB]", a, "512 (target)", c);
+  }
+  for (int k = 0; k < 2; k++) {
+    snprintf(a, sizeof a, "%.3f", rpart[k].seconds);
+    snprintf(c, sizeof c, "%.3f", rpart[k].seconds / 1.0);
+    bench_table_row(k ? "per-rank, engine domain [s]"
+                      : "per-rank, trainer domain [s]",
+                    a, "1.000 (target)", c);
+    if (rpart[k].peak_kib < 0) continue;
+    snprintf(a, sizeof a, "%.1f", rpart[k].peak_kib / 1024.0);
+    snprintf(c, sizeof c, "%.3f", rpart[k].peak_kib / 1024.0 / 512.0);
+    bench_table_row(k ? "per-rank, engine peak [MiB]"
+                      : "per-rank, trainer peak [MiB]",
+                    a, "512 (target)", c);
   }
   snprintf(a, sizeof a, "%lld", (long long)moves);
   snprintf(b, sizeof b, "%lld (pairs)", (long long)hits);

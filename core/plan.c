@@ -45,6 +45,7 @@
 #include "radix_sort.h"
 #include "replica_sets.h"
 #include "staging.h"
+#include "transport/transport.h"
 
 /* ---- scratch ---------------------------------------------------------- */
 
@@ -297,7 +298,8 @@ static rs_status too_many_moves(const planner *p, const char *why) {
 
 /* Refuse, before planning, a plan that cannot fit PLAN_BYTES: every
  * destination shard receives at least one move per half round of its
- * bytes, since deliver_bounded never cuts a larger piece. */
+ * bytes, since deliver_bounded never cuts a larger piece. A domain's part
+ * holds the moves into its domain only. */
 static rs_status check_plan_size(planner *p, const int64_t *dfirst,
                                  const int64_t *dids) {
   const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
@@ -308,6 +310,9 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
     int64_t moves = 0, vol;
     for (int64_t i = dfirst[t]; i < dfirst[t + 1]; i++) {
       const rsi_shard *s = &dst->shards[dids[i]];
+      if (p->plan->domain_part &&
+          p->plan->domain_of[s->rank] != p->plan->part_domain)
+        continue;
       rsi_box_volume(p->ndim, rsi_shard_extent(&dst->pool, s, p->ndim), &vol);
       int64_t bytes = vol * p->plan->tensors[t].esize; /* within the tensor */
       int64_t parts = bytes / half + (bytes % half != 0), cost;
@@ -1326,7 +1331,10 @@ static rs_status deliver_part_of(planner *p, const int64_t *off,
 static rs_status deliver_bounded(planner *p, const int64_t *off,
                                  const int64_t *ext, const group *g,
                                  int domain, int64_t nneed) {
-  int64_t limit = p->plan->round_capacity / (nneed < 2 ? 2 : nneed + 2);
+  /* (a round by domain pair is a chunk, which holds a lone needer's
+   * piece of a quarter of the staging whole: the packed size) */
+  int64_t lone = p->plan->rounds_by_pair ? 1 : 2;
+  int64_t limit = p->plan->round_capacity / (nneed < 2 ? lone : nneed + 2);
   limit = limit / 64 * 64;
   if (limit < 64) limit = 64;
   target t = {g, NULL, domain, nneed};
@@ -2788,9 +2796,17 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
                        (plan->keeps_boxes && !plan->domain_part),
                    dst_map, err);
   free(dst_map);
-  if (st == RS_OK && ctx->plan_part >= 0)
+  /* a domain's part planned for a rank's (plan_rank.c) is cut there */
+  if (st == RS_OK && ctx->plan_part >= 0 && !plan->domain_part)
     st = rsi_plan_keep_part(plan, (int)ctx->plan_part, err);
   return st;
+}
+
+bool rsi_plan_per_rank(const rs_context *ctx) {
+  const rsi_transport *tp = ctx->transport;
+  return ctx->rank != RS_ALL_RANKS && ctx->plan_part == ctx->rank &&
+         ctx->rounds == RS_ROUNDS_BY_DOMAIN_PAIR && tp && tp->control &&
+         tp->control->alltoallv;
 }
 
 rs_status rsi_plan_require_boxes(const rs_plan *plan, rsi_err *err) {
@@ -2827,6 +2843,11 @@ static rs_status create(const rs_layout *src, const rs_layout *dst,
                     "the source and destination layouts come from different "
                     "contexts");
   RSI_TRY(check_part(ctx, err));
+  bool per_rank = !domain_part && rsi_plan_per_rank(ctx);
+  if (per_rank) { /* its domain's part, then the exchange */
+    domain_part = true;
+    domain = ctx->domain_of[ctx->rank];
+  }
   bool known = !domain_part;
   for (int r = 0; !known && r < ctx->world_size; r++)
     known = ctx->domain_of[r] == domain;
@@ -2852,6 +2873,7 @@ static rs_status create(const rs_layout *src, const rs_layout *dst,
   p.keeps_boxes = plan->keeps_boxes;
   rs_status st = build(plan, src, dst, &p);
   planner_free(&p);
+  if (per_rank) st = rsi_plan_rank_part(plan, st, err);
   if (st != RS_OK) {
     rsi_plan_destroy(plan);
     return st;

@@ -199,6 +199,27 @@ bool rsi_plan_number_domains(const rs_plan *plan, int32_t *domain_ix,
  * are sorted into messages. */
 rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err);
 
+/* Messages, per-rank figures (added to plan->stats) and staging of moves
+ * whose rounds and relay slots are set, in any order of messages: what
+ * rsi_plan_schedule does once the rounds are. */
+rs_status rsi_plan_regroup(rs_plan *plan, rsi_err *err);
+
+/* Sort v[0..n) and drop repeats; the number left. */
+int64_t rsi_sort_unique_int32(int32_t *v, int64_t n);
+
+/* Whether rs_plan_create plans only this rank's part, with its peers
+ * (plan_rank.c): a context that drives one rank, with a transport that
+ * can exchange all to all, asked for that rank's part
+ * (RS_PARAM_PLAN_PART) with rounds by domain pair (RS_PARAM_ROUNDS). */
+bool rsi_plan_per_rank(const rs_context *ctx);
+
+/* plan_rank.c: per-rank planning (rsi_plan_per_rank). `plan` is the
+ * rank's domain's part as planned (made: its status; the rank takes part
+ * in the exchange whatever it is); it becomes the rank's part of the
+ * whole plan, which runs with the other ranks'. Collective over the
+ * context's ranks. On failure the plan is to be destroyed. */
+rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err);
+
 /* plan_part.c: keep only rank `rank`'s part of a scheduled plan. On
  * failure (memory) the plan is to be destroyed. */
 rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err);

@@ -380,6 +380,14 @@ static int cmp_int32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+int64_t rsi_sort_unique_int32(int32_t *v, int64_t n) {
+  if (n) qsort(v, (size_t)n, sizeof *v, cmp_int32);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+  return k;
+}
+
 static rs_status label_refused(rsi_err *err, const char *what, long long n,
                                long long most) {
   return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
@@ -496,13 +504,7 @@ static rs_status label_units(rs_plan *plan, rsi_units *units,
     }
   }
   /* the rounds: the distinct labels */
-  if (x->nlabels)
-    qsort(x->labels, (size_t)x->nlabels, sizeof *x->labels, cmp_int32);
-  int64_t distinct = 0;
-  for (int64_t i = 0; i < x->nlabels; i++)
-    if (i == 0 || x->labels[i] != x->labels[distinct - 1])
-      x->labels[distinct++] = x->labels[i];
-  plan->nrounds = (int)distinct;
+  plan->nrounds = (int)rsi_sort_unique_int32(x->labels, x->nlabels);
   plan->round_labels = x->labels; /* the plan's now */
   x->labels = NULL;
   return RS_OK;
@@ -647,6 +649,17 @@ static void free_units(rsi_units *units) {
   *units = (rsi_units){0};
 }
 
+/* Messages, figures and staging of moves whose rounds are set, in the
+ * block (freed). */
+static rs_status group_moves(rs_plan *plan, sched_block *b, rsi_err *err) {
+  rs_status st = make_messages(plan, b, err);
+  free(b->v);
+  b->v = NULL;
+  if (st != RS_OK) return st;
+  count_stats(plan);
+  return count_staging(plan, err);
+}
+
 rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err) {
   sched_block b = {0};
   rs_status st = block_alloc(&b, plan->nmoves, units->n, err);
@@ -654,9 +667,18 @@ rs_status rsi_plan_schedule(rs_plan *plan, rsi_units *units, rsi_err *err) {
     st = plan->rounds_by_pair ? assign_labels(plan, units, &b, err)
                               : assign_rounds(plan, units, &b, err);
   free_units(units);
-  if (st == RS_OK) st = make_messages(plan, &b, err);
-  free(b.v);
-  if (st != RS_OK) return st;
-  count_stats(plan);
-  return count_staging(plan, err);
+  if (st != RS_OK) {
+    free(b.v);
+    return st;
+  }
+  return group_moves(plan, &b, err);
+}
+
+rs_status rsi_plan_regroup(rs_plan *plan, rsi_err *err) {
+  free(plan->msgs); /* made again from the moves */
+  plan->msgs = NULL;
+  plan->nmsgs = 0;
+  sched_block b = {0};
+  RSI_TRY(block_alloc(&b, plan->nmoves, 0, err));
+  return group_moves(plan, &b, err);
 }

@@ -140,6 +140,16 @@ typedef struct rsi_control_ops {
   rs_status (*allgatherv)(rsi_transport *t, const void *mine, size_t bytes,
                           void **all, size_t *counts, int64_t timeout_ms,
                           rsi_err *err);
+  /* Collective over all ranks, where the transport has one (NULL: it has
+   * none, and what needs it is done another way): every rank gives
+   * send_counts[q] bytes for each rank q (world entries), packed in rank
+   * order in `send`; *recv (malloc'd) gets what every rank gave this
+   * one, packed in rank order, and recv_counts[q] (world entries,
+   * caller's) their lengths. */
+  rs_status (*alltoallv)(rsi_transport *t, const void *send,
+                         const size_t *send_counts, void **recv,
+                         size_t *recv_counts, int64_t timeout_ms,
+                         rsi_err *err);
 } rsi_control_ops;
 
 struct rsi_engine;
@@ -160,8 +170,9 @@ struct rsi_transport {
 /* What a transport module exports. A module `name` is a shared object
  * libreshard-<name>.so.<major> exporting `const rsi_module rsi_module_<name>`;
  * transport/module.c finds and loads it (see there for where it looks). */
-/* 5: rsi_transport_ops grew send_direct and recv_direct. */
-#define RSI_MODULE_ABI 5u
+/* 5: rsi_transport_ops grew send_direct and recv_direct; 6:
+ * rsi_control_ops grew alltoallv. */
+#define RSI_MODULE_ABI 6u
 
 /* What a transport is created on: a versioned struct, so that fields can
  * be added at its end without a new module ABI. The caller fills `size`

@@ -7,6 +7,7 @@
  * The random property test draws from seed S (RESHARD_MPI_SEED, else the
  * clock, broadcast from rank 0 and printed so a failure can be replayed). */
 #include "mpi_harness.h"
+#include "rt_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -734,6 +735,65 @@ done:
   rs_context_destroy(ctx);
 }
 
+/* Per-rank planning: with rounds by domain pair and its own part asked
+ * for, each rank plans what lands in its domain and learns the rest from
+ * its peers (rs_plan_create is collective): its part is the whole plan's,
+ * with every rank's figures, and runs. A row no source holds fails every
+ * rank's rs_plan_create alike, the ranks that could plan theirs too. */
+static void case_per_rank_plan(hcase *c) {
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL, *holey = NULL;
+  rs_plan *plan = NULL, *whole = NULL, *refused = NULL;
+  if (!h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context") ||
+      !ring_layouts(c, ctx, "w", &src, &dst))
+    goto done;
+  h_ok(c, rs_context_set_param(ctx, RS_PARAM_ROUNDS,
+                               RS_ROUNDS_BY_DOMAIN_PAIR), ctx, "rounds");
+  h_ok(c, rs_plan_create(src, dst, &whole), ctx, "the whole plan");
+  h_ok(c, rs_context_set_param(ctx, RS_PARAM_PLAN_PART, h_rank), ctx,
+       "plan part: this rank");
+  if (!h_ok(c, rs_plan_create(src, dst, &plan), ctx, "this rank's part"))
+    goto done;
+  char why[256];
+  EXPECT(c, rt_same_moves_of(whole, plan, h_rank, why, sizeof why),
+         "rank %d's part planned with its peers: %s", h_rank, why);
+  uint64_t a = 0, b = 1;
+  rs_plan_fingerprint(whole, &a);
+  rs_plan_fingerprint(plan, &b);
+  EXPECT(c, a == b, "rank %d's part has another fingerprint", h_rank);
+  for (int r = -1; r < h_np; r++)
+    for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_BYTES_UNPACKED; s++) {
+      int64_t x = -1, y = -2;
+      rs_plan_stat(whole, r < 0 ? RS_ALL_RANKS : r, (rs_stat)s, &x);
+      rs_plan_stat(plan, r < 0 ? RS_ALL_RANKS : r, (rs_stat)s, &y);
+      EXPECT(c, x == y, "figure %d of rank %d: %lld in the whole plan, %lld "
+             "in rank %d's part", s, r, (long long)x, (long long)y, h_rank);
+    }
+  if (h_all_ok(c)) ring_run(c, ctx, plan);
+  /* rank 0 holds no row: row 0 is needed by rank 1 and held by none */
+  int64_t shape[2] = {h_np, 3};
+  if (h_np > 1 &&
+      h_ok(c, rs_layout_create(ctx, &holey), ctx, "layout") &&
+      h_ok(c, rs_layout_add_tensor(holey, "w", RS_DTYPE_U8, 2, shape), ctx,
+           "tensor")) {
+    for (int r = 1; r < h_np; r++)
+      h_ok(c, rs_layout_add_shard(holey, "w", r, (int64_t[]){r, 0},
+                                  (int64_t[]){1, 3}, 0, 0, NULL),
+           ctx, "shard");
+    refused = (rs_plan *)&refused;
+    h_status(c, rs_plan_create(holey, dst, &refused), RS_ERR_NOT_COVERED, ctx,
+             "a part of a plan with a row no source holds");
+    EXPECT(c, refused == NULL, "a refused plan was handed out");
+  }
+done:
+  rs_plan_destroy(plan);
+  rs_plan_destroy(whole);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_layout_destroy(holey);
+  rs_context_destroy(ctx);
+}
+
 static void case_empty_layouts(hcase *c) {
   /* Nothing declared anywhere: allgather, plan and execute still agree. */
   hmodel m;
@@ -949,6 +1009,7 @@ static const hcase_def cases[] = {
     {"allgather_tensor_mismatch", case_allgather_tensor_mismatch},
     {"long_tensor_name", case_long_tensor_name},
     {"plan_part", case_plan_part},
+    {"per_rank_plan", case_per_rank_plan},
     {"empty_layouts", case_empty_layouts},
     {"property", case_property},
 };

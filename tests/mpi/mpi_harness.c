@@ -674,6 +674,18 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
                                  why, sizeof why),
              "rank %d's %s and the whole plan of the same layouts: %s",
              h_rank, o->whole_plan ? "plan" : "part", why);
+      /* every rank's figures and the rounds are the whole plan's, also
+       * where the rank planned only its part with its peers */
+      for (int r = -1; r < h_np && !c->failed; r++)
+        for (int s = RS_STAT_BYTES_SENT_INTRA; s <= RS_STAT_BYTES_UNPACKED;
+             s++) {
+          int64_t x = -1, y = -2;
+          rs_plan_stat(gplan, r < 0 ? RS_ALL_RANKS : r, (rs_stat)s, &x);
+          rs_plan_stat(plan, r < 0 ? RS_ALL_RANKS : r, (rs_stat)s, &y);
+          EXPECT(c, x == y, "figure %d of rank %d: %lld in the whole plan, "
+                 "%lld in rank %d's %s", s, r, (long long)x, (long long)y,
+                 h_rank, o->whole_plan ? "plan" : "part");
+        }
     }
   }
   rs_context_set_param(ctx, RS_PARAM_PLAN_PART, part_before);

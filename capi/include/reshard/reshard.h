@@ -305,9 +305,11 @@ typedef enum rs_param {
    *  rs_plan_move_info, rs_plan_move_box and the "moves" of
    *  rs_plan_to_json then describe those moves only; rs_plan_stat, the
    *  "ranks" of rs_plan_to_json, RS_STAT_ROUNDS and the fingerprint still
-   *  describe the whole plan. Planning itself still computes the whole
-   *  plan first: its time and peak memory are the whole plan's; what it
-   *  keeps afterwards is the part.
+   *  describe the whole plan. Planning computes the whole plan first (its
+   *  time and peak memory are the whole plan's; what it keeps afterwards
+   *  is the part), except with RS_ROUNDS_BY_DOMAIN_PAIR on an MPI context:
+   *  there each rank plans only its part, with its peers (per-rank
+   *  planning, see rs_plan_create).
    *  In a context that drives one rank (MPI, NCCL) r must be that rank
    *  (rs_context_rank); every rank keeps its own part and they run
    *  together as the whole plan would. In a context that drives every
@@ -356,10 +358,12 @@ typedef enum rs_rounds {
    *  quarter of the staging at each rank they touch, and in a label a
    *  domain sends into one domain only and receives from one only. So
    *  the rounds of what lands in a domain follow from what lands in it,
-   *  which a rank that plans its own part can know. Pieces are cut to
-   *  half the packed size (up to 2.4x the moves, for DeepSeek-V3), and a
-   *  rank takes part in other numbers of rounds: `reshard plan --rounds`
-   *  prices both. An fp8 block whose parts come from source ranks of
+   *  which a rank that plans its own part can know: on an MPI context,
+   *  with RS_PARAM_PLAN_PART set to its rank, each rank plans only its
+   *  part (see rs_plan_create). A piece several ranks of a domain need is
+   *  cut to half the packed size (up to 2.4x the moves where domains
+   *  hold several engines), and a rank takes part in other numbers of
+   *  rounds: `reshard plan --rounds` prices both. An fp8 block whose parts come from source ranks of
    *  more than one domain charges the ranks outside the first part's
    *  domain in a label they may use already, which can take them past
    *  the staging setting. rs_plan_create refuses it (RS_ERR_UNSUPPORTED)
@@ -596,6 +600,15 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * needs: the layouts may be destroyed afterwards. With RS_PARAM_PLAN_PART
  * set to a rank (since 0.5) it keeps only that rank's part. Free with
  * rs_plan_destroy().
+ * Per-rank planning (since 0.5): on an MPI context with RS_PARAM_PLAN_PART
+ * set to its rank and RS_PARAM_ROUNDS to RS_ROUNDS_BY_DOMAIN_PAIR, a rank
+ * computes only what lands in its own domain and learns the rest of its
+ * part from its peers in one all-to-all exchange: then rs_plan_create is
+ * collective, every rank of the context calls it with the same settings
+ * (a rank whose own planning fails still takes part, and every rank
+ * returns an error), and a peer that does not call within
+ * RS_PARAM_TIMEOUT_MS gives RS_ERR_TIMEOUT. The part, its figures and its
+ * rounds are those the whole plan would give.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_WRONG_CONTEXT, RS_ERR_INCOMPATIBLE
  * (names or shapes differ), RS_ERR_UNSUPPORTED (dtype change),
  * RS_ERR_NOT_COVERED (a destination element no source holds; the message

@@ -643,72 +643,126 @@ static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
 /* A collective that timed out stays posted: MPI may still write into its
  * buffers, so they are left allocated (leaked, deliberately) and the
  * transport refuses further collectives. */
+static rs_status collective_usable(const mpi_transport *mt, rsi_err *err) {
+  if (!mt->broken) return RS_OK;
+  return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                  "rank %d: an earlier collective timed out; this context "
+                  "cannot exchange any more",
+                  mt->rank);
+}
+
+/* The n buffers of a collective that ended with st: freed, or buried with
+ * the collective when it timed out. */
+static rs_status collective_end(mpi_transport *mt, rs_status st, void **bufs,
+                                int n) {
+  if (st == RS_ERR_TIMEOUT) mt->broken = true;
+  for (int i = 0; i < n; i++) {
+    if (st == RS_ERR_TIMEOUT)
+      bury(mt, bufs[i]);
+    else
+      free(bufs[i]);
+  }
+  return st;
+}
+
+/* Byte counts and displacements for MPI's int-counted collectives; an
+ * exchange over 2 GiB in all is refused. */
+static rs_status int_counts(const mpi_transport *mt, const uint64_t *c64,
+                            int *icounts, int *displs, uint64_t *total,
+                            rsi_err *err) {
+  *total = 0;
+  for (int r = 0; r < mt->world; r++) {
+    if (c64[r] > (uint64_t)INT32_MAX || *total + c64[r] > (uint64_t)INT32_MAX)
+      return RSI_FAIL(err, RS_ERR_UNSUPPORTED,
+                      "rank %d: an exchange of %llu bytes with rank %d "
+                      "passes the 2 GiB MPI's counts allow in all",
+                      mt->rank, (unsigned long long)(*total + c64[r]), r);
+    icounts[r] = (int)c64[r];
+    displs[r] = (int)*total;
+    *total += c64[r];
+  }
+  return RS_OK;
+}
+
 static rs_status mpi_allgatherv(rsi_transport *t, const void *mine,
                                 size_t bytes, void **all, size_t *counts,
                                 int64_t timeout_ms, rsi_err *err) {
   mpi_transport *mt = (mpi_transport *)t;
-  if (mt->broken)
-    return RSI_FAIL(err, RS_ERR_TRANSPORT,
-                    "rank %d: an earlier collective timed out; this context "
-                    "cannot exchange any more",
-                    mt->rank);
-  uint64_t *c64 = malloc(((size_t)mt->world + 1) * sizeof *c64);
-  int *icounts = malloc((size_t)mt->world * sizeof *icounts);
-  int *displs = malloc((size_t)mt->world * sizeof *displs);
+  RSI_TRY(collective_usable(mt, err));
+  size_t w = (size_t)mt->world;
+  uint64_t *c64 = malloc((w + 1) * sizeof *c64);
+  int *ints = malloc(2 * w * sizeof *ints);
   void *mine_copy = malloc(bytes ? bytes : 1);
-  rs_status st = RS_OK;
+  rs_status st = c64 && ints && mine_copy ? RS_OK : RSI_NOMEM(err);
+  uint64_t total = 0;
   char *out = NULL;
   MPI_Request req;
-  if (!c64 || !icounts || !displs || !mine_copy) st = RSI_NOMEM(err);
   if (st == RS_OK) {
     memcpy(mine_copy, mine, bytes);
-    c64[mt->world] = bytes;
-    int rc = MPI_Iallgather(&c64[mt->world], 1, MPI_UINT64_T, c64, 1,
-                            MPI_UINT64_T, mt->comm, &req);
+    c64[w] = bytes;
+    int rc = MPI_Iallgather(&c64[w], 1, MPI_UINT64_T, c64, 1, MPI_UINT64_T,
+                            mt->comm, &req);
     st = rc == MPI_SUCCESS ? wait_one(mt, &req, timeout_ms, "MPI_Iallgather", err)
                            : mpi_fail(err, rc, "MPI_Iallgather");
   }
-  uint64_t total = 0;
-  for (int r = 0; st == RS_OK && r < mt->world; r++) {
-    if (c64[r] > (uint64_t)INT32_MAX || total + c64[r] > (uint64_t)INT32_MAX)
-      st = RSI_FAIL(err, RS_ERR_UNSUPPORTED,
-                    "rank %d contributes %llu bytes: a layout exchange is "
-                    "limited to 2 GiB in all",
-                    r, (unsigned long long)c64[r]);
-    else {
-      icounts[r] = (int)c64[r];
-      displs[r] = (int)total;
-      counts[r] = (size_t)c64[r];
-      total += c64[r];
-    }
-  }
+  if (st == RS_OK) st = int_counts(mt, c64, ints, ints + w, &total, err);
+  for (size_t r = 0; st == RS_OK && r < w; r++) counts[r] = (size_t)c64[r];
   if (st == RS_OK && !(out = malloc(total ? total : 1))) st = RSI_NOMEM(err);
   if (st == RS_OK) {
-    int rc = MPI_Iallgatherv(mine_copy, (int)bytes, MPI_BYTE, out, icounts,
-                             displs, MPI_BYTE, mt->comm, &req);
+    int rc = MPI_Iallgatherv(mine_copy, (int)bytes, MPI_BYTE, out, ints,
+                             ints + w, MPI_BYTE, mt->comm, &req);
     st = rc == MPI_SUCCESS
              ? wait_one(mt, &req, timeout_ms, "MPI_Iallgatherv", err)
              : mpi_fail(err, rc, "MPI_Iallgatherv");
   }
-  if (st == RS_ERR_TIMEOUT) { /* the buffers stay with the collective */
-    mt->broken = true;
-    bury(mt, c64);
-    bury(mt, icounts);
-    bury(mt, displs);
-    bury(mt, mine_copy);
-    bury(mt, out);
-    return st;
+  if (st == RS_OK) *all = out;
+  void *bufs[4] = {c64, ints, mine_copy, st == RS_OK ? NULL : out};
+  return collective_end(mt, st, bufs, 4);
+}
+
+static rs_status mpi_alltoallv(rsi_transport *t, const void *send,
+                               const size_t *send_counts, void **recv,
+                               size_t *recv_counts, int64_t timeout_ms,
+                               rsi_err *err) {
+  mpi_transport *mt = (mpi_transport *)t;
+  *recv = NULL;
+  RSI_TRY(collective_usable(mt, err));
+  size_t w = (size_t)mt->world;
+  uint64_t *c64 = malloc(2 * w * sizeof *c64);
+  int *ints = malloc(4 * w * sizeof *ints);
+  rs_status st = c64 && ints ? RS_OK : RSI_NOMEM(err);
+  uint64_t sent = 0, total = 0;
+  char *out = NULL, *in = NULL;
+  MPI_Request req;
+  for (size_t r = 0; st == RS_OK && r < w; r++) c64[r] = send_counts[r];
+  if (st == RS_OK) {
+    int rc = MPI_Ialltoall(c64, 1, MPI_UINT64_T, c64 + w, 1, MPI_UINT64_T,
+                           mt->comm, &req);
+    st = rc == MPI_SUCCESS ? wait_one(mt, &req, timeout_ms, "MPI_Ialltoall", err)
+                           : mpi_fail(err, rc, "MPI_Ialltoall");
   }
-  free(c64);
-  free(icounts);
-  free(displs);
-  free(mine_copy);
-  if (st != RS_OK) {
-    free(out);
-    return st;
+  if (st == RS_OK) st = int_counts(mt, c64, ints, ints + w, &sent, err);
+  if (st == RS_OK)
+    st = int_counts(mt, c64 + w, ints + 2 * w, ints + 3 * w, &total, err);
+  /* MPI may still read and write these after a timeout: copies of ours */
+  if (st == RS_OK) {
+    in = malloc(sent ? sent : 1);
+    out = malloc(total ? total : 1);
+    if (!in || !out) st = RSI_NOMEM(err);
   }
-  *all = out;
-  return RS_OK;
+  if (st == RS_OK) {
+    memcpy(in, send, sent);
+    int rc = MPI_Ialltoallv(in, ints, ints + w, MPI_BYTE, out, ints + 2 * w,
+                            ints + 3 * w, MPI_BYTE, mt->comm, &req);
+    st = rc == MPI_SUCCESS
+             ? wait_one(mt, &req, timeout_ms, "MPI_Ialltoallv", err)
+             : mpi_fail(err, rc, "MPI_Ialltoallv");
+  }
+  for (size_t r = 0; st == RS_OK && r < w; r++)
+    recv_counts[r] = (size_t)c64[w + r];
+  if (st == RS_OK) *recv = out;
+  void *bufs[4] = {c64, ints, in, st == RS_OK ? NULL : out};
+  return collective_end(mt, st, bufs, 4);
 }
 
 static void mpi_destroy(rsi_transport *t) {
@@ -799,6 +853,7 @@ static const rsi_control_ops mpi_control = {
     .notify = mpi_notify,
     .poll_notice = mpi_poll_notice,
     .allgatherv = mpi_allgatherv,
+    .alltoallv = mpi_alltoallv,
 };
 
 /* The context's nonce: rank 0 draws it, everyone gets it. */
