@@ -297,13 +297,15 @@ static rs_status too_many_moves(const planner *p, const char *why) {
 }
 
 /* Refuse, before planning, a plan that cannot fit PLAN_BYTES: every
- * destination shard receives at least one move per half round of its
- * bytes, since deliver_bounded never cuts a larger piece. A domain's part
- * holds the moves into its domain only. */
+ * destination shard receives at least one move per largest piece of its
+ * bytes (a quarter of the staging: half a round, or by domain pair a
+ * round), since deliver_bounded never cuts a larger piece. A domain's
+ * part holds the moves into its domain only. */
 static rs_status check_plan_size(planner *p, const int64_t *dfirst,
                                  const int64_t *dids) {
   const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
-  int64_t half = p->plan->round_capacity / 2, need = 0;
+  int64_t half = p->plan->round_capacity / (p->plan->rounds_by_pair ? 1 : 2);
+  int64_t need = 0;
   for (int t = 0; t < p->plan->ntensors; t++) {
     p->tensor = t;
     p->ndim = p->plan->tensors[t].ndim;
@@ -320,7 +322,7 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
           __builtin_mul_overflow(moves, move_cost(p->ndim), &cost) ||
           cost > PLAN_BYTES - need)
         return too_many_moves(p, ": its destination shards need at least "
-                                 "one move per half round of staging");
+                                 "one move per quarter of the staging");
     }
     need += moves * move_cost(p->ndim);
   }
