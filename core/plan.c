@@ -2856,10 +2856,12 @@ static rs_status create(const rs_layout *src, const rs_layout *dst,
   if (!known)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "domain %d: no rank of the world is in it", domain);
-  RSI_TRY(check_compatible(src, dst, err));
-  RSI_TRY(rsi_layout_check_writes(dst, "destination", err));
-  rs_plan *plan = calloc(1, sizeof *plan);
-  if (!plan) return RSI_NOMEM(err);
+  rs_status st = check_compatible(src, dst, err);
+  if (st == RS_OK) st = rsi_layout_check_writes(dst, "destination", err);
+  rs_plan *plan = st == RS_OK ? calloc(1, sizeof *plan) : NULL;
+  if (st == RS_OK && !plan) st = RSI_NOMEM(err);
+  if (st != RS_OK) /* the peers planning with this rank learn of it */
+    return per_rank ? rsi_plan_rank_refused(ctx, st) : st;
   rsi_context_ref(ctx);
   plan->ctx = ctx;
   plan->part = -1;
@@ -2873,7 +2875,7 @@ static rs_status create(const rs_layout *src, const rs_layout *dst,
   p.only_domain = -1;
   p.part = ctx->plan_part;
   p.keeps_boxes = plan->keeps_boxes;
-  rs_status st = build(plan, src, dst, &p);
+  st = build(plan, src, dst, &p);
   planner_free(&p);
   if (per_rank) st = rsi_plan_rank_part(plan, st, err);
   if (st != RS_OK) {

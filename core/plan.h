@@ -220,6 +220,12 @@ bool rsi_plan_per_rank(const rs_context *ctx);
  * context's ranks. On failure the plan is to be destroyed. */
 rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err);
 
+/* plan_rank.c: per-rank planning refused on this rank before a plan was
+ * begun (status `refused`, recorded already): the rank takes part in the
+ * exchange all the same, telling nothing, so that its peers fail at once
+ * instead of waiting. Returns `refused`. */
+rs_status rsi_plan_rank_refused(rs_context *ctx, rs_status refused);
+
 /* plan_part.c: keep only rank `rank`'s part of a scheduled plan. On
  * failure (memory) the plan is to be destroyed. */
 rs_status rsi_plan_keep_part(rs_plan *plan, int rank, rsi_err *err);

@@ -133,19 +133,37 @@ typedef struct shard_maps {
   int64_t n[2];
 } shard_maps;
 
+/* The words of the record at w, of at most `left`; 0 when it is none
+ * (a peer of other inputs or another version may send anything: its
+ * part is refused then, or at the first execution's agreement). */
+static int64_t told_words(const rs_plan *plan, const int64_t *w,
+                          int64_t left) {
+  if (left < HEAD_WORDS || w[0] < 0 || w[0] >= plan->ntensors) return 0;
+  int64_t nd = plan->tensors[w[0]].ndim, n = HEAD_WORDS;
+  if (w[9] && left >= HEAD_WORDS + RELAY_WORDS)
+    n += RELAY_WORDS + (w[HEAD_WORDS + 5] ? 2 * nd : 0);
+  else if (w[9])
+    return 0;
+  n += w[8] ? 2 * nd : 0;
+  return n <= left ? n : 0;
+}
+
 /* Append the moves told (recv, counts by rank) to the part: its own
  * shards renumbered, their boxes and slots copied. */
 static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
                              const size_t *counts, const shard_maps *maps,
                              rsi_err *err) {
   int W = plan->world_size;
-  int64_t n = 0, words = 0;
-  for (int q = 0; q < W; q++) words += (int64_t)(counts[q] / sizeof *recv);
-  for (int64_t at = 0; at < words; n++) { /* count the moves */
-    const int64_t *w = recv + at;
-    int nd = plan->tensors[w[0]].ndim;
-    at += HEAD_WORDS + (w[8] ? 2 * nd : 0) +
-          (w[9] ? RELAY_WORDS + (w[HEAD_WORDS + 5] ? 2 * nd : 0) : 0);
+  int64_t n = 0, at = 0;
+  for (int q = 0; q < W; q++) { /* count and check the records */
+    if (counts[q] % sizeof *recv)
+      return told_wrong(err, q, "in a message of a partial word");
+    for (int64_t end = at + (int64_t)(counts[q] / sizeof *recv); at < end;
+         n++) {
+      int64_t k = told_words(plan, recv + at, end - at);
+      if (!k) return told_wrong(err, q, "in a record it cannot read");
+      at += k;
+    }
   }
   rsi_move *moves =
       realloc(plan->moves, (size_t)(plan->nmoves + n + 1) * sizeof *moves);
@@ -157,12 +175,12 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
   if (!relays) return RSI_NOMEM(err);
   plan->relays = relays;
   plan->cap_relays = plan->nrelays + n;
-  int64_t at = 0;
+  at = 0;
   for (int q = 0; q < W; q++) {
     int64_t end = at + (int64_t)(counts[q] / sizeof *recv);
     while (at < end) {
       const int64_t *w = recv + at;
-      if (w[0] < 0 || w[0] >= plan->ntensors || w[1] != me || w[2] != q)
+      if (w[1] != me || w[2] != q)
         return told_wrong(err, q, "that is not between the two");
       int nd = plan->tensors[w[0]].ndim;
       rsi_move m = {0};
@@ -186,6 +204,10 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
        * it into another domain, which runs in a later round */
       if (m.src_kind == RSI_EP_RELAY)
         return told_wrong(err, q, "out of a relay slot of this rank");
+      if (m.src_kind > RSI_EP_RELAY || m.dst_kind == RSI_EP_SRC ||
+          m.dst_kind > RSI_EP_RELAY || (m.dst_kind == RSI_EP_RELAY) != !!w[9] ||
+          m.bytes < 0 || m.round < 0)
+        return told_wrong(err, q, "it cannot read");
       int side = m.src_kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST;
       if (w[3] < 0 || w[3] >= maps->n[side])
         return told_wrong(err, q, "from a shard that is none");
@@ -234,11 +256,15 @@ _Static_assert(sizeof(rsi_rank_stats) % sizeof(int64_t) == 0,
                "the figures are words");
 enum { FIGURE_WORDS = 3 + STAT_WORDS }; /* status, relay, nlabels, stats */
 
+static rs_status share_refusal(rsi_transport *tp, int world, rs_status st,
+                               int64_t timeout_ms, rsi_err *err);
+
 static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
                                rs_status mine, rsi_transport *tp,
                                int64_t timeout_ms, rsi_err *err) {
   int W = plan->world_size;
-  int64_t nl = mine == RS_OK && first_of_domain ? plan->nrounds : 0;
+  if (mine != RS_OK) return share_refusal(tp, W, mine, timeout_ms, err);
+  int64_t nl = first_of_domain ? plan->nrounds : 0;
   int64_t *out = malloc((size_t)(FIGURE_WORDS + nl) * sizeof *out);
   size_t *counts = malloc((size_t)W * sizeof *counts);
   if (!out || !counts) {
@@ -246,13 +272,10 @@ static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
     free(counts);
     return RSI_NOMEM(err);
   }
-  out[0] = mine;
-  out[1] = mine == RS_OK ? plan->relay_bytes[me] : 0;
+  out[0] = RS_OK;
+  out[1] = plan->relay_bytes[me];
   out[2] = nl;
-  if (mine == RS_OK)
-    memcpy(out + 3, &plan->stats[me], sizeof plan->stats[me]);
-  else
-    memset(out + 3, 0, sizeof plan->stats[me]);
+  memcpy(out + 3, &plan->stats[me], sizeof plan->stats[me]);
   for (int64_t i = 0; i < nl; i++) out[FIGURE_WORDS + i] = plan->round_labels[i];
   void *all = NULL;
   rs_status st = tp->control->allgatherv(
@@ -274,7 +297,7 @@ static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
                     q, counts[q]);
       break;
     }
-    if (w[at] != RS_OK && mine == RS_OK) {
+    if (w[at] != RS_OK) {
       st = RSI_FAIL(err, (rs_status)w[at],
                     "rank %d could not plan its part of the plan (%s); "
                     "the plan is made by every rank together",
@@ -285,10 +308,10 @@ static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
     at += FIGURE_WORDS + w[at + 2];
   }
   int32_t *merged = NULL;
-  if (st == RS_OK && mine == RS_OK &&
+  if (st == RS_OK &&
       !(merged = malloc((size_t)(labels ? labels : 1) * sizeof *merged)))
     st = RSI_NOMEM(err);
-  if (st == RS_OK && mine == RS_OK) {
+  if (st == RS_OK) {
     int64_t k = 0;
     at = 0;
     for (int q = 0; q < W; q++) {
@@ -308,6 +331,20 @@ static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
   free(all);
   free(counts);
   return st;
+}
+
+/* What a rank gives the allgather when it has no part to show. */
+static rs_status share_refusal(rsi_transport *tp, int world, rs_status st,
+                               int64_t timeout_ms, rsi_err *err) {
+  int64_t out[FIGURE_WORDS] = {st};
+  size_t *counts = malloc((size_t)world * sizeof *counts);
+  void *all = NULL;
+  rs_status got = counts ? tp->control->allgatherv(tp, out, sizeof out, &all,
+                                                  counts, timeout_ms, err)
+                         : RS_ERR_NO_MEMORY;
+  free(all);
+  free(counts);
+  return got;
 }
 
 /* ---- the part ---------------------------------------------------------- */
@@ -377,4 +414,28 @@ rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err) {
   free(maps.map[1]);
   free(recv);
   return st;
+}
+
+rs_status rsi_plan_rank_refused(rs_context *ctx, rs_status refused) {
+  rsi_transport *tp = ctx->transport;
+  int W = ctx->world_size;
+  size_t *sc = calloc((size_t)W, sizeof *sc), *rc = malloc((size_t)W * sizeof *rc);
+  void *recv = NULL;
+  rsi_err scratch = {0}; /* the refusal stays this rank's error */
+  rs_status shared = RS_ERR_NO_MEMORY;
+  if (sc && rc) {
+    rsi_sigpipe_hold h;
+    rsi_sigpipe_hold_begin(&h);
+    shared = tp->control->alltoallv(tp, sc, sc, &recv, rc, ctx->timeout_ms,
+                                    &scratch);
+    if (shared == RS_OK)
+      shared = share_refusal(tp, W, refused, ctx->timeout_ms, &scratch);
+    rsi_sigpipe_hold_end(&h);
+  }
+  if (shared == RS_ERR_TIMEOUT || shared == RS_ERR_TRANSPORT)
+    rsi_context_fail(ctx);
+  free(sc);
+  free(rc);
+  free(recv);
+  return refused;
 }

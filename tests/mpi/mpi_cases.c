@@ -739,10 +739,11 @@ done:
  * for, each rank plans what lands in its domain and learns the rest from
  * its peers (rs_plan_create is collective): its part is the whole plan's,
  * with every rank's figures, and runs. A row no source holds fails every
- * rank's rs_plan_create alike, the ranks that could plan theirs too. */
+ * rank's rs_plan_create alike, the ranks that could plan theirs too, and
+ * so does one rank's layouts that do not fit, at once. */
 static void case_per_rank_plan(hcase *c) {
   rs_context *ctx = NULL;
-  rs_layout *src = NULL, *dst = NULL, *holey = NULL;
+  rs_layout *src = NULL, *dst = NULL, *holey = NULL, *odd = NULL;
   rs_plan *plan = NULL, *whole = NULL, *refused = NULL;
   if (!h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context") ||
       !ring_layouts(c, ctx, "w", &src, &dst))
@@ -785,12 +786,27 @@ static void case_per_rank_plan(hcase *c) {
              "a part of a plan with a row no source holds");
     EXPECT(c, refused == NULL, "a refused plan was handed out");
   }
+  /* rank 0's own destination does not fit the source: it is refused
+   * before it plans, and its peers learn it in the exchange instead of
+   * waiting for it until the timeout */
+  if (h_np > 1 &&
+      h_ok(c, rs_layout_create(ctx, &odd), ctx, "layout") &&
+      h_ok(c, rs_layout_add_tensor(odd, "w", RS_DTYPE_U8, 2,
+                                   (int64_t[]){h_np, 4}), ctx, "tensor")) {
+    double t0 = h_now();
+    h_status(c, rs_plan_create(src, h_rank == 0 ? odd : dst, &refused),
+             RS_ERR_INCOMPATIBLE, ctx, "a part when rank 0's layouts do not "
+             "fit");
+    EXPECT(c, h_now() - t0 < 10.0, "rank %d waited %.1f s for a refused "
+           "peer", h_rank, h_now() - t0);
+  }
 done:
   rs_plan_destroy(plan);
   rs_plan_destroy(whole);
   rs_layout_destroy(src);
   rs_layout_destroy(dst);
   rs_layout_destroy(holey);
+  rs_layout_destroy(odd);
   rs_context_destroy(ctx);
 }
 
