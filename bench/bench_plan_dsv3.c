@@ -27,7 +27,10 @@
  * beside the whole plan's. So is what lands in the last inference domain
  * (rsi_plan_create_domain), planned first, in this process, by the context
  * of one of its ranks as an MPI process would: its time and peak beside
- * the whole plan's and against the targets.
+ * the whole plan's and against the targets. And with rounds by domain
+ * pair, the part of the first trainer domain and of that inference
+ * domain: what a rank of an MPI context computes alone when it plans its
+ * own part (per-rank planning), before its one exchange with its peers.
  *
  * Usage: bench_plan_dsv3 [repetitions] [trainer DP]. The trainer DP (2 by
  * default) scales the job: DP x 128 trainer ranks and as many inference
