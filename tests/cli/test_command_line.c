@@ -64,7 +64,8 @@ Test(cli, help_documents_every_option) {
                         "--plan-json",
                         "--progress", "--quiet", "--help", "--colocate",
                         "--train-dtype", "--infer-dtype", "--fp8-block",
-                        "--fp8-scales", "ue8m0", "_scale_inv",
+                        "--fp8-scales", "ue8m0", "_scale_inv", "--rounds",
+                        "by-domain-pair",
                         "tp", "cp", "pp", "ep", "etp", "dp", "edp", "gpus",
                         "fsdp"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
@@ -111,6 +112,8 @@ Test(cli, bad_input_exits_nonzero_with_a_message) {
   expect_failure("plan --config no-such-config", "unknown configuration");
   expect_failure("plan --config qwen235b-bench-128gpus-gb200 --placement odd",
                  "not split or packed");
+  expect_failure("plan --config qwen235b-bench-128gpus-gb200 --rounds odd",
+                 "not packed or by-domain-pair");
   expect_failure("plan --config qwen235b-bench-128gpus-gb200 --staging-mib 0",
                  "expected an integer");
   expect_failure("plan --config qwen235b-bench-128gpus-gb200 --domain-gpus 100",
@@ -188,6 +191,33 @@ static double plan_figure(json_object *root, const char *key) {
   cr_assert(json_object_object_get_ex(root, "plan", &p));
   cr_assert(json_object_object_get_ex(p, key, &v), "plan.%s missing", key);
   return json_object_get_double(v);
+}
+
+/* --rounds by-domain-pair prices the same bytes over the same links as
+ * packed rounds, in other rounds, within the same staging setting. */
+Test(cli, rounds_by_domain_pair_move_the_same_bytes) {
+  const char *base = "plan --config qwen3-32b-tp8-to-tp2-32gpus-b200 --quiet "
+                     "--json --rounds";
+  char args[256];
+  json_object *t[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(args, sizeof args, "%s %s", base, k ? "by-domain-pair" : "packed");
+    run_out r = run(args);
+    cr_assert_eq(r.status, 0, "%s: %s", args, r.err);
+    t[k] = json_tokener_parse(r.out);
+    cr_assert_not_null(t[k], "not JSON: %.200s", r.out);
+    done(&r);
+  }
+  const char *same[] = {"bytes_needed", "bytes_local", "bytes_intra",
+                        "bytes_inter", "staging_setting_bytes"};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+    cr_expect_eq(plan_figure(t[0], same[i]), plan_figure(t[1], same[i]),
+                 "plan.%s differs by domain pair", same[i]);
+  cr_expect_neq(plan_figure(t[0], "rounds"), plan_figure(t[1], "rounds"));
+  cr_expect_leq(plan_figure(t[1], "staging_peak_bytes"),
+                plan_figure(t[1], "staging_setting_bytes"));
+  json_object_put(t[0]);
+  json_object_put(t[1]);
 }
 
 /* --plan-json writes the library's own description of the plan the table
