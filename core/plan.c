@@ -2807,8 +2807,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
 bool rsi_plan_per_rank(const rs_context *ctx) {
   const rsi_transport *tp = ctx->transport;
   return ctx->rank != RS_ALL_RANKS && ctx->plan_part == ctx->rank &&
-         ctx->rounds == RS_ROUNDS_BY_DOMAIN_PAIR && tp && tp->control &&
-         tp->control->alltoallv;
+         ctx->rounds == RS_ROUNDS_BY_DOMAIN_PAIR && tp && tp->control;
 }
 
 rs_status rsi_plan_require_boxes(const rs_plan *plan, rsi_err *err) {

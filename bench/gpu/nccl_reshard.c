@@ -2,7 +2,8 @@
  * public API only (reshard.h, reshard_nccl.h) and the CUDA runtime.
  *
  * One in-process NCCL context of one rank on device 0
- * (rs_context_create_nccl_devices), two checks:
+ * (rs_context_create_nccl_devices), checks (a) to (c), then (d) on a
+ * second context:
  *
  * (a) Two Qwen3-32B decoder layers (hidden 5120, q 64x128 = 8192, k/v
  *     8x128 = 1024, intermediate 25600, bf16; about 0.97 GB a layer).
@@ -33,6 +34,12 @@
  *     once, then 1000 rs_plan_execute_async back to back and one
  *     rs_plan_wait: host time per call, and per execution until the wait
  *     returned (target < 50 us), beside 1000 cudaMemcpyAsync of 4 KiB.
+ *
+ * (d) Per-rank planning: a context of one rank made from a unique id
+ *     (rs_context_create_nccl_id, as between processes), rounds by domain
+ *     pair and the part of its own rank: the part of (c)'s fp8 layers must
+ *     be the whole plan move for move, and (a) runs again on that context
+ *     with its layers planned that way (its rows say d:per-rank).
  *
  * It ends with one table (header "== libreshard GPU check =="). Exit
  * status: 0 when every correctness check passed (timings only say whether
@@ -178,7 +185,7 @@ static void local_box(const tensor *t, int tp, int64_t off[2],
 typedef struct row {
   char cas[16], fig[44], meas[24], base[30], tgt[22], verdict[16];
 } row;
-static row ROWS[64];
+static row ROWS[96];
 static int NROWS;
 static bool HOST;         /* --host: a CPU dry run */
 static bool CORRUPT;      /* --self-test: spoil bytes to prove the checks */
@@ -526,9 +533,9 @@ static void correctness_row(const char *cas, const char *fig, int64_t wrong,
   if (wrong) BAD_CHECKS++;
 }
 
-static void check_layers(const unsigned char *dev_dst, unsigned char *host_dst,
-                         int64_t dst_bytes, const char *when,
-                         const char *fig) {
+static void check_layers(const char *cas, const unsigned char *dev_dst,
+                         unsigned char *host_dst, int64_t dst_bytes,
+                         const char *when, const char *fig) {
   const unsigned char *view = dev_dst;
   if (!HOST) {
     d2h(host_dst, dev_dst, (size_t)dst_bytes);
@@ -552,15 +559,16 @@ static void check_layers(const unsigned char *dev_dst, unsigned char *host_dst,
                             : " (so rs_plan_wait returned before the copies "
                               "had landed)");
   }
-  correctness_row("a:layers", fig, wrong, elems, "elems");
+  correctness_row(cas, fig, wrong, elems, "elems");
   char f2[64];
   snprintf(f2, sizeof f2, "%s: gaps+tail untouched", when);
-  correctness_row("a:layers", f2, stray, dst_bytes - PAYLOAD, "bytes");
+  correctness_row(cas, f2, stray, dst_bytes - PAYLOAD, "bytes");
 }
 
 /* Returns the time of one execution (ms). */
-static double run_layers(int layers, int reps) {
-  char cas[] = "a:layers", m[64], b[64], t[64];
+/* (a) on the context CTX; cas names its rows. */
+static double run_layers(const char *cas, int layers, int reps) {
+  char m[64], b[64], t[64];
   phase("a: layouts and plan");
   printf("   %d Qwen3-32B decoder layers, %d bf16 tensors, %.3f GB; source "
          "TP=%d buffers of %.3f GB on rank 0; destination one buffer of "
@@ -647,7 +655,8 @@ static double run_layers(int layers, int reps) {
            T[4].dst_off - 1);
   }
   phase("a: verify the first execution");
-  check_layers(dbuf, hdst, dst_bytes, "after run 1", "every element, run 1");
+  check_layers(cas, dbuf, hdst, dst_bytes, "after run 1",
+               "every element, run 1");
 
   phase("a: 2 warm-ups and timed executions");
   b2b timed = back_to_back(plan, dbuf, (size_t)dst_bytes, 2, reps);
@@ -660,7 +669,7 @@ static double run_layers(int layers, int reps) {
   char fig2[64];
   snprintf(fig2, sizeof fig2, "every element, after %d runs", reps + 3);
   phase("a: verify after the timed executions");
-  check_layers(dbuf, hdst, dst_bytes, "after the timed runs", fig2);
+  check_layers(cas, dbuf, hdst, dst_bytes, "after the timed runs", fig2);
 
   phase("a: baseline memcpy of the same bytes");
   watch wb;
@@ -1101,6 +1110,81 @@ static long arg_long(int argc, char **argv, int *i, long lo, long hi) {
   return v;
 }
 
+/* ---- (d) per-rank planning on a context of one process ------------------ */
+
+/* The first way plans a and b differ (NULL: none): the fingerprint, the
+ * moves, and each move's tensor, ranks, route, round and box. */
+static const char *plan_difference(const rs_plan *a, const rs_plan *b) {
+  static char why[128];
+  uint64_t fa = 0, fb = 0;
+  int64_t na = 0, nb = 0;
+  RS(rs_plan_fingerprint(a, &fa));
+  RS(rs_plan_fingerprint(b, &fb));
+  if (fa != fb) return "fingerprints differ";
+  RS(rs_plan_num_moves(a, &na));
+  RS(rs_plan_num_moves(b, &nb));
+  if (na != nb) {
+    snprintf(why, sizeof why, "%" PRId64 " moves against %" PRId64, nb, na);
+    return why;
+  }
+  for (int64_t i = 0; i < na; i++) {
+    int ia[6], ib[6], ndim = 0;
+    rs_route ra, rb;
+    int64_t box[2][2][8] = {{{0}}};
+    RS(rs_plan_move_info(a, i, &ia[0], &ia[1], &ia[2], &ra, &ia[3], &ia[4]));
+    RS(rs_plan_move_info(b, i, &ib[0], &ib[1], &ib[2], &rb, &ib[3], &ib[4]));
+    RS(rs_plan_tensor_info(a, ia[0], NULL, &ndim));
+    if (ndim > 8) return "a tensor of more than 8 dimensions";
+    if (memcmp(ia, ib, 5 * sizeof *ia) || ra != rb) {
+      snprintf(why, sizeof why, "move %" PRId64 " differs", i);
+      return why;
+    }
+    RS(rs_plan_move_box(a, i, box[0][0], box[0][1]));
+    RS(rs_plan_move_box(b, i, box[1][0], box[1][1]));
+    if (memcmp(box[0], box[1], sizeof box[0])) {
+      snprintf(why, sizeof why, "move %" PRId64 "'s box differs", i);
+      return why;
+    }
+  }
+  return NULL;
+}
+
+/* A context of one rank made from a unique id, as between processes (its
+ * control channel, the hello and done records of each execution), with
+ * per-rank planning (RS_ROUNDS_BY_DOMAIN_PAIR, the part of its own rank):
+ * the part must be the whole plan, move for move and box for box (fp8
+ * layers), and (a)'s layers planned that way must land, element for
+ * element. With one rank the exchange carries no told move: the
+ * all-to-all of the counts (ncclAlltoAll) and the figures' allgather run,
+ * the sends between pairs do not. */
+static void run_per_rank(int layers, int reps) {
+  const char *cas = "d:per-rank";
+  phase("d: a one-rank context from a unique id");
+  unsigned char id[RS_NCCL_UNIQUE_ID_BYTES];
+  RS(rs_nccl_unique_id(id, sizeof id));
+  rs_context *held = CTX, *ctx = NULL;
+  RS(rs_context_create_nccl_id(id, sizeof id, 0, 1, DEV, &ctx));
+  CTX = ctx; /* for the messages of RS() */
+  RS(rs_context_set_param(ctx, RS_PARAM_ROUNDS, RS_ROUNDS_BY_DOMAIN_PAIR));
+  phase("d: the whole plan, then the part its rank plans");
+  rs_plan *whole = fp8_plan(ctx);
+  RS(rs_context_set_param(ctx, RS_PARAM_PLAN_PART, 0));
+  double t0 = bench_now();
+  rs_plan *part = fp8_plan(ctx);
+  double t_part = bench_now() - t0;
+  const char *diff = plan_difference(whole, part);
+  char m[160];
+  snprintf(m, sizeof m, "%s (%.1f ms)", diff ? diff : "the same", t_part * 1e3);
+  add_row(cas, "fp8 plan: the part against the whole plan", m, "-",
+          "the same", diff ? "FAIL" : "PASS");
+  if (diff) BAD_CHECKS++;
+  rs_plan_destroy(part);
+  rs_plan_destroy(whole);
+  run_layers(cas, layers, reps);
+  CTX = held;
+  rs_context_destroy(ctx);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int layers = 2, reps = 10, tiny_reps = 1000, watchdog = 170;
@@ -1178,9 +1262,14 @@ int main(int argc, char **argv) {
   if (kind != (HOST ? RS_TRANSPORT_LOCAL : RS_TRANSPORT_NCCL) || world != 1)
     die("the context is not what was asked for");
 
-  double bf16_ms = run_layers(layers, reps);
+  double bf16_ms = run_layers("a:layers", layers, reps);
   run_fp8(layers, reps, bf16_ms);
   run_tiny(tiny_reps);
+  if (HOST)
+    add_row("d:per-rank", "a part planned by its rank (not in --host)",
+            "-", "-", "-", "SKIP");
+  else
+    run_per_rank(layers, reps);
 
   if (!HOST && !B2B_REFUSED)
     add_row("api", "execute_async back to back (in-process)", "accepted", "-",

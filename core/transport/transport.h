@@ -140,12 +140,11 @@ typedef struct rsi_control_ops {
   rs_status (*allgatherv)(rsi_transport *t, const void *mine, size_t bytes,
                           void **all, size_t *counts, int64_t timeout_ms,
                           rsi_err *err);
-  /* Collective over all ranks, where the transport has one (NULL: it has
-   * none, and what needs it is done another way): every rank gives
-   * send_counts[q] bytes for each rank q (world entries), packed in rank
-   * order in `send`; *recv (malloc'd) gets what every rank gave this
-   * one, packed in rank order, and recv_counts[q] (world entries,
-   * caller's) their lengths. */
+  /* Collective over all ranks: every rank gives send_counts[q] bytes for
+   * each rank q (world entries), packed in rank order in `send`; *recv
+   * (malloc'd) gets what every rank gave this one, packed in rank order,
+   * and recv_counts[q] (world entries, caller's) their lengths. Per-rank
+   * planning (core/plan_rank.c) tells senders their moves through it. */
   rs_status (*alltoallv)(rsi_transport *t, const void *send,
                          const size_t *send_counts, void **recv,
                          size_t *recv_counts, int64_t timeout_ms,

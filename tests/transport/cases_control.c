@@ -1,6 +1,7 @@
 /* The conformance cases of the control channel (tcase.h): records under
- * the control tags, notices, the allgatherv of the layout exchange, and
- * the nonce every rank of one transport shares. The control channel has
+ * the control tags, notices, the allgatherv of the layout exchange, the
+ * alltoallv of per-rank planning, and the nonce every rank of one
+ * transport shares. The control channel has
  * no `me`: a transport that has one drives one rank per process, which
  * these cases check first. */
 #include "tcase.h"
@@ -157,4 +158,63 @@ static void gather_round(tc_set *s, int me, int round) {
 void tc_case_allgatherv(tc_set *s) {
   int me = only_rank(s);
   for (int round = 0; round < 3; round++) gather_round(s, me, round);
+}
+
+/* What rank q gives rank r in a round of the alltoallv: round 0 a mix of
+ * sizes and nothing (to itself too), round 1 nothing at all, round 2 one
+ * large message (rank 1 to rank 0, 3 MiB) and a byte to itself, round 3
+ * only to itself. */
+static size_t given(int round, int world, int q, int r) {
+  switch (round) {
+  case 0: return (q + 2 * r) % 3 == 0 ? 0 : (size_t)(37 * q + 11 * r + 1);
+  case 1: return 0;
+  case 2:
+    return q == r ? 1 : q == 1 % world && r == 0 ? (size_t)3 << 20 : 0;
+  default: return q == r ? 4096 : 0;
+  }
+}
+
+static uint64_t given_seed(int round, int world, int q, int r) {
+  return 0xa2a + (((uint64_t)round * (uint64_t)world + (uint64_t)q) *
+                      (uint64_t)world +
+                  (uint64_t)r);
+}
+
+static void exchange_round(tc_set *s, int me, int round) {
+  int W = s->world;
+  size_t *send_counts = calloc((size_t)W, sizeof *send_counts);
+  size_t *recv_counts = calloc((size_t)W, sizeof *recv_counts);
+  size_t total = 0;
+  for (int r = 0; r < W; r++) total += send_counts[r] = given(round, W, me, r);
+  unsigned char *send = tc_alloc(s, total);
+  size_t at = 0;
+  for (int r = 0; r < W; at += send_counts[r], r++)
+    tc_fill(send + at, send_counts[r], given_seed(round, W, me, r));
+  void *recv = NULL;
+  rsi_err err = {0};
+  rs_status st = s->t->control->alltoallv(s->t, send, send_counts, &recv,
+                                          recv_counts, s->d->wait_ms, &err);
+  if (tc_ok(s, st, &err, "alltoallv") &&
+      tc_expect(s, recv != NULL, "alltoallv gave no buffer")) {
+    at = 0;
+    for (int q = 0; q < W; q++) {
+      size_t want = given(round, W, q, me);
+      if (!tc_expect(s, recv_counts[q] == want,
+                     "round %d: rank %d gave rank %d %zu bytes, counts say "
+                     "%zu",
+                     round, q, me, want, recv_counts[q]))
+        break;
+      tc_check_payload(s, (char *)recv + at, want,
+                       given_seed(round, W, q, me), "alltoallv");
+      at += want;
+    }
+  }
+  free(recv);
+  free(send_counts);
+  free(recv_counts);
+}
+
+void tc_case_alltoallv(tc_set *s) {
+  int me = only_rank(s);
+  for (int round = 0; round < 4; round++) exchange_round(s, me, round);
 }

@@ -120,6 +120,7 @@ enum {
   X(control_records, TC_NEEDS_CONTROL)                    \
   X(notices, TC_NEEDS_CONTROL | TC_NEEDS_NOTICES)         \
   X(allgatherv, TC_NEEDS_CONTROL)                         \
+  X(alltoallv, TC_NEEDS_CONTROL)                          \
   X(integrity, TC_NEEDS_INTEGRITY)
 
 typedef struct tc_set tc_set;

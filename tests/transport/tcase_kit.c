@@ -467,7 +467,7 @@ static tc_verdict check_shape(tc_set *s, const tc_case *c, char *why,
   if (d->has_control)
     tc_expect(s,
               k && k->send && k->recv && k->test && k->pending && k->notify &&
-                  k->poll_notice && k->allgatherv,
+                  k->poll_notice && k->allgatherv && k->alltoallv,
               "%s declares a control channel; control %s", d->transport,
               k ? "lacks an operation" : "is NULL");
   else

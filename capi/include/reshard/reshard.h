@@ -307,9 +307,9 @@ typedef enum rs_param {
    *  "ranks" of rs_plan_to_json, RS_STAT_ROUNDS and the fingerprint still
    *  describe the whole plan. Planning computes the whole plan first (its
    *  time and peak memory are the whole plan's; what it keeps afterwards
-   *  is the part), except with RS_ROUNDS_BY_DOMAIN_PAIR on an MPI context:
-   *  there each rank plans only its part, with its peers (per-rank
-   *  planning, see rs_plan_create).
+   *  is the part), except with RS_ROUNDS_BY_DOMAIN_PAIR in a context that
+   *  drives one rank (MPI, NCCL): there each rank plans only its part,
+   *  with its peers (per-rank planning, see rs_plan_create).
    *  In a context that drives one rank (MPI, NCCL) r must be that rank
    *  (rs_context_rank); every rank keeps its own part and they run
    *  together as the whole plan would. In a context that drives every
@@ -358,9 +358,9 @@ typedef enum rs_rounds {
    *  quarter of the staging at each rank they touch, and in a label a
    *  domain sends into one domain only and receives from one only. So
    *  the rounds of what lands in a domain follow from what lands in it,
-   *  which a rank that plans its own part can know: on an MPI context,
-   *  with RS_PARAM_PLAN_PART set to its rank, each rank plans only its
-   *  part (see rs_plan_create). A piece several ranks of a domain need is
+   *  which a rank that plans its own part can know: in an MPI or NCCL
+   *  context, with RS_PARAM_PLAN_PART set to its rank, each rank plans
+   *  only its part (see rs_plan_create). A piece several ranks of a domain need is
    *  cut to half the packed size (up to 2.4x the moves where domains
    *  hold several engines), and a rank takes part in other numbers of
    *  rounds: `reshard plan --rounds` prices both. An fp8 block whose parts come from source ranks of
@@ -600,10 +600,11 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * needs: the layouts may be destroyed afterwards. With RS_PARAM_PLAN_PART
  * set to a rank (since 0.5) it keeps only that rank's part. Free with
  * rs_plan_destroy().
- * Per-rank planning (since 0.5): on an MPI context with RS_PARAM_PLAN_PART
- * set to its rank and RS_PARAM_ROUNDS to RS_ROUNDS_BY_DOMAIN_PAIR, a rank
- * computes only what lands in its own domain and learns the rest of its
- * part from its peers in one all-to-all exchange: then rs_plan_create is
+ * Per-rank planning (since 0.5): in a context that drives one rank (MPI,
+ * NCCL) with RS_PARAM_PLAN_PART set to its rank and RS_PARAM_ROUNDS to
+ * RS_ROUNDS_BY_DOMAIN_PAIR, a rank computes only what lands in its own
+ * domain and learns the rest of its part from its peers in one all-to-all
+ * exchange: then rs_plan_create is
  * collective, every rank of the context calls it with the same settings
  * (a rank whose own planning fails still takes part, and every rank
  * returns an error), and a peer that does not call within

@@ -248,14 +248,26 @@ static bool control_poll_notice(rsi_transport *t, int *from, void *buf,
   return false;
 }
 
-/* Every rank's `bytes` bytes into all (world x bytes), blocking on the
- * control communicator, at most timeout_ms. Buffers of its own, so that it
- * never meets a batch. */
-rs_status nccl_control_allgather(nccl_transport *nt, const void *mine,
-                                 size_t bytes, void *all, int64_t timeout_ms,
-                                 rsi_err *err) {
+/* NCCL calls of one blocking collective: they read in_bytes at `in` and
+ * write the output at `out`, both device memory, on `stream`. */
+typedef ncclResult_t (*collective_calls)(void *arg, const char *in, char *out,
+                                         ncclComm_t comm,
+                                         cudaStream_t stream);
+
+/* One blocking collective on the control communicator, at most
+ * timeout_ms: in_bytes of host memory at `in` go to the device, `calls`
+ * enqueue the NCCL calls, out_bytes come back to host memory at `out`.
+ * Buffers of its own, so that it never meets a batch; after a failure
+ * that left the calls posted they are let go, not freed (the device may
+ * still write them). */
+static rs_status run_collective(nccl_transport *nt, const void *in,
+                                size_t in_bytes, void *out, size_t out_bytes,
+                                collective_calls calls, void *arg,
+                                const char *what, int64_t timeout_ms,
+                                rsi_err *err) {
   nccl_control *c = &nt->control;
-  size_t world = (size_t)nt->world, total = ALIGN_UP(bytes) + world * bytes;
+  size_t out_at = ALIGN_UP(in_bytes), total = out_at + ALIGN_UP(out_bytes);
+  if (total == 0) total = 1;
   int prev = 0;
   cudaGetDevice(&prev);
   cudaSetDevice(nt->lanes[0].device);
@@ -264,24 +276,24 @@ rs_status nccl_control_allgather(nccl_transport *nt, const void *mine,
   cudaError_t e = cudaMallocHost((void **)&host, total);
   if (e == cudaSuccess) e = cudaMalloc((void **)&dev, total);
   if (e != cudaSuccess) st = nccl_fail_cuda(err, e, "allocating buffers");
-  if (st == RS_OK) {
-    memcpy(host, mine, bytes);
-    e = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->stream);
+  if (st == RS_OK && in_bytes) {
+    memcpy(host, in, in_bytes);
+    e = cudaMemcpyAsync(dev, host, in_bytes, cudaMemcpyHostToDevice,
+                        c->stream);
     if (e != cudaSuccess) st = nccl_fail_cuda(err, e, "cudaMemcpyAsync");
   }
   bool posted = false;
   if (st == RS_OK) {
     posted = true;
-    ncclResult_t r = ncclAllGather(dev, dev + ALIGN_UP(bytes), bytes,
-                                   ncclUint8, c->comm, c->stream);
+    ncclResult_t r = calls(arg, dev, dev + out_at, c->comm, c->stream);
     if (r != ncclSuccess && r != ncclInProgress)
-      st = nccl_fail_nccl(err, r, c->comm, "ncclAllGather");
+      st = nccl_fail_nccl(err, r, c->comm, what);
   }
-  if (st == RS_OK)
-    st = nccl_settle(c->comm, timeout_ms, "ncclAllGather", err);
+  if (st == RS_OK) st = nccl_settle(c->comm, timeout_ms, what, err);
   if (st == RS_OK) {
-    e = cudaMemcpyAsync(host + ALIGN_UP(bytes), dev + ALIGN_UP(bytes),
-                        world * bytes, cudaMemcpyDeviceToHost, c->stream);
+    e = out_bytes ? cudaMemcpyAsync(host + out_at, dev + out_at, out_bytes,
+                                    cudaMemcpyDeviceToHost, c->stream)
+                  : cudaSuccess;
     if (e == cudaSuccess) e = cudaEventRecord(c->done, c->stream);
     if (e != cudaSuccess) st = nccl_fail_cuda(err, e, "cudaMemcpyAsync");
   }
@@ -291,24 +303,38 @@ rs_status nccl_control_allgather(nccl_transport *nt, const void *mine,
     if (e == cudaSuccess) break;
     ncclResult_t r = nccl_state(c->comm);
     if (e != cudaErrorNotReady)
-      st = nccl_fail_cuda(err, e, "ncclAllGather (cudaEventQuery)");
+      st = nccl_fail_cuda(err, e, "the control collective (cudaEventQuery)");
     else if (r != ncclSuccess && r != ncclInProgress)
-      st = nccl_fail_nccl(err, r, c->comm, "ncclAllGather");
+      st = nccl_fail_nccl(err, r, c->comm, what);
     else if (nccl_now_ms() - since >= timeout_ms)
       st = RSI_FAIL(err, RS_ERR_TIMEOUT,
-                    "rank %d: the allgather over %d ranks did not complete "
-                    "within %lld ms (a rank did not call, or is gone)",
-                    nt->rank, nt->world, (long long)timeout_ms);
+                    "rank %d: %s over %d ranks did not complete within "
+                    "%lld ms (a rank did not call, or is gone)",
+                    nt->rank, what, nt->world, (long long)timeout_ms);
     else
       nccl_pause();
   }
-  if (st == RS_OK) memcpy(all, host + ALIGN_UP(bytes), world * bytes);
-  if (st == RS_OK || !posted) { /* else the device may still write them */
+  if (st == RS_OK && out_bytes) memcpy(out, host + out_at, out_bytes);
+  if (st == RS_OK || !posted) {
     if (host) cudaFreeHost(host);
     if (dev) cudaFree(dev);
   }
   cudaSetDevice(prev);
   return st;
+}
+
+static ncclResult_t allgather_calls(void *arg, const char *in, char *out,
+                                    ncclComm_t comm, cudaStream_t stream) {
+  return ncclAllGather(in, out, *(const size_t *)arg, ncclUint8, comm,
+                       stream);
+}
+
+rs_status nccl_control_allgather(nccl_transport *nt, const void *mine,
+                                 size_t bytes, void *all, int64_t timeout_ms,
+                                 rsi_err *err) {
+  return run_collective(nt, mine, bytes, all, (size_t)nt->world * bytes,
+                        allgather_calls, &bytes, "ncclAllGather", timeout_ms,
+                        err);
 }
 
 static rs_status control_allgatherv(rsi_transport *t, const void *mine,
@@ -352,6 +378,114 @@ static rs_status control_allgatherv(rsi_transport *t, const void *mine,
   return st;
 }
 
+/* Counts of an all-to-all: one uint64 for each rank, each way. */
+static ncclResult_t count_calls(void *arg, const char *in, char *out,
+                                ncclComm_t comm, cudaStream_t stream) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  (void)arg;
+  return ncclAlltoAll(in, out, 1, ncclUint64, comm, stream);
+#else
+  int world = *(const int *)arg;
+  ncclResult_t r = ncclGroupStart();
+  for (int q = 0; q < world && r == ncclSuccess; q++) {
+    r = ncclSend(in + (size_t)q * 8, 1, ncclUint64, q, comm, stream);
+    if (r == ncclSuccess)
+      r = ncclRecv(out + (size_t)q * 8, 1, ncclUint64, q, comm, stream);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return r == ncclSuccess ? end : r;
+#endif
+}
+
+/* The bytes of an all-to-all between ranks other than this one, each
+ * pair that has any, in one group: NCCL connects only the pairs that
+ * exchange something. */
+typedef struct exchange {
+  int me, world;
+  const size_t *send_counts, *send_at, *recv_counts, *recv_at;
+} exchange;
+
+static ncclResult_t exchange_calls(void *arg, const char *in, char *out,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  const exchange *x = arg;
+  ncclResult_t r = ncclGroupStart();
+  for (int q = 0; q < x->world && r == ncclSuccess; q++) {
+    if (q == x->me) continue;
+    if (x->send_counts[q])
+      r = ncclSend(in + x->send_at[q], x->send_counts[q], ncclUint8, q, comm,
+                   stream);
+    if (r == ncclSuccess && x->recv_counts[q])
+      r = ncclRecv(out + x->recv_at[q], x->recv_counts[q], ncclUint8, q,
+                   comm, stream);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  return r == ncclSuccess ? end : r;
+}
+
+/* Two blocking collectives on the control communicator: the counts (an
+ * all-to-all of one word each), then the bytes between the pairs that
+ * have any; what a rank gives itself is copied on the host. */
+static rs_status control_alltoallv(rsi_transport *t, const void *send,
+                                   const size_t *send_counts, void **recv,
+                                   size_t *recv_counts, int64_t timeout_ms,
+                                   rsi_err *err) {
+  nccl_transport *nt = nccl_of(t);
+  *recv = NULL;
+  if (nt->aborted)
+    return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                    "the context's NCCL communicators were aborted");
+  int world = nt->world, me = nt->rank;
+  size_t n = (size_t)world;
+  uint64_t *words = calloc(2 * n, sizeof *words);
+  size_t *send_at = malloc(n * sizeof *send_at);
+  size_t *recv_at = malloc(n * sizeof *recv_at);
+  char *packed = NULL;
+  rs_status st = words && send_at && recv_at ? RS_OK : RSI_NOMEM(err);
+  for (size_t q = 0; st == RS_OK && q < n; q++) words[q] = send_counts[q];
+  if (st == RS_OK)
+    st = run_collective(nt, words, n * sizeof *words, words + n,
+                        n * sizeof *words, count_calls, &world,
+                        "the counts of an all-to-all (ncclAlltoAll)",
+                        timeout_ms, err);
+  size_t sent = 0, got = 0; /* between this rank and the others */
+  for (size_t q = 0, at = 0; st == RS_OK && q < n; q++) {
+    recv_counts[q] = (size_t)words[n + q];
+    send_at[q] = at;
+    at += send_counts[q];
+    recv_at[q] = got;
+    got += recv_counts[q];
+  }
+  if (st == RS_OK && recv_counts[me] != send_counts[me])
+    st = RSI_FAIL(err, RS_ERR_TRANSPORT,
+                  "rank %d: the all-to-all's counts came back altered "
+                  "(%zu bytes to itself, %zu from itself)",
+                  me, send_counts[me], recv_counts[me]);
+  for (size_t q = 0; st == RS_OK && q < n; q++)
+    if (q != (size_t)me) sent += send_counts[q];
+  if (st == RS_OK && !(packed = malloc(got ? got : 1))) st = RSI_NOMEM(err);
+  if (st == RS_OK && (sent || got - recv_counts[me])) {
+    /* The device gets this rank's whole send buffer and lands every
+     * receive in place; what it gives itself is copied after. */
+    exchange x = {me, world, send_counts, send_at, recv_counts, recv_at};
+    st = run_collective(nt, send, send_at[n - 1] + send_counts[n - 1],
+                        packed, got, exchange_calls, &x,
+                        "an all-to-all (ncclSend, ncclRecv)", timeout_ms,
+                        err);
+  }
+  if (st == RS_OK && recv_counts[me])
+    memcpy(packed + recv_at[me], (const char *)send + send_at[me],
+           recv_counts[me]);
+  if (st == RS_OK) {
+    *recv = packed;
+    packed = NULL;
+  }
+  free(packed);
+  free(words);
+  free(send_at);
+  free(recv_at);
+  return st;
+}
+
 const rsi_control_ops nccl_control_ops = {
     .send = control_send,
     .recv = control_recv,
@@ -360,4 +494,5 @@ const rsi_control_ops nccl_control_ops = {
     .notify = control_notify,
     .poll_notice = control_poll_notice,
     .allgatherv = control_allgatherv,
+    .alltoallv = control_alltoallv,
 };
