@@ -307,19 +307,27 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
 
 /* ---- rounds by domain pair (RS_ROUNDS_BY_DOMAIN_PAIR) ------------------
  *
- * A unit belongs to the pair of domains of its first move, (S, D), at its
- * relay depth l (one more than the unit it follows, at least). The units
- * of a pair and depth, in plan order, are cut greedily into chunks in
- * which no rank is charged more than round_capacity (a quarter of the
- * staging: plan.c; a unit is charged as assign_rounds charges it, and one
- * that would overflow the chunk starts the next). Chunk k of (S, D) at
+ * A unit belongs to a pair of domains (S, D) at its relay depth l (one
+ * more than the unit it follows, at least): D where its moves land, S the
+ * domain other than D they leave from (D itself where none does: copies
+ * and forwards inside D). The units of a pair and depth, in plan order,
+ * are cut greedily into chunks in which no rank is charged more than
+ * round_capacity (a quarter of the staging: plan.c; a unit is charged as
+ * assign_rounds charges it, and one that would overflow the chunk starts
+ * the next). Chunk k of (S, D) at
  * depth l runs in the round labelled (l, k, (D - S) mod the number of
  * domains). In a label a domain sends into one domain and receives from
  * one, so a rank is in two chunks of a label at most, one it sends first
  * hops in and one it lands in: half the staging, what one of the
- * executor's two steps in flight may take. The chunks into D are a
- * function of the moves into D, which D's part holds whole
- * (docs/PLANNING.md, "Rounds by domain pair"). */
+ * executor's two steps in flight may take.
+ * A mixed unit, whose moves leave from more than one domain besides D (an
+ * fp8 block whose parts several domains hold), has no one S: it belongs
+ * to D alone, and the mixed units into D are chunked apart and run in
+ * labels (l, k, number of domains + D) of their own, in which only D
+ * receives and every sender sends into D: a rank is in one chunk of such
+ * a label.
+ * The chunks into D are a function of the moves into D, which D's part
+ * holds whole (docs/PLANNING.md, "Rounds by domain pair"). */
 
 /* The label's fields in a round number, from the top: depth, chunk,
  * domain offset; so rounds sort as (depth, chunk, offset). */
@@ -418,15 +426,16 @@ static rs_status label_units(rs_plan *plan, rsi_units *units,
     x->cost[r] = -1;
     x->chunk_of[r] = -1;
   }
-  int off_bits = rsi_bits_for((uint64_t)ndomains - 1);
+  /* offsets (D - S) mod ndomains, then ndomains + D for mixed units */
+  int off_bits = rsi_bits_for(2 * (uint64_t)ndomains - 1);
   int chunk_bits = LABEL_BITS - LABEL_DEPTH_BITS - off_bits;
   if (chunk_bits < 1)
     return label_refused(err, "domains", (long long)ndomains,
                          1LL << (LABEL_BITS - LABEL_DEPTH_BITS - 1));
   int64_t max_chunks = (int64_t)1 << chunk_bits;
 
-  /* depth (one past the unit followed, at least), domains of the first
-   * move; sorted by (depth, D, S), plan order within */
+  /* depth (one past the unit followed, at least), the pair (S = ndomains
+   * for a mixed unit); sorted by (depth, D, S), plan order within */
   rsi_keyed *keys = (rsi_keyed *)b->v;
   int32_t *depth = units->depth;
   for (int64_t u = 0; u < nunits; u++) {
@@ -435,11 +444,17 @@ static rs_status label_units(rs_plan *plan, rsi_units *units,
     if (depth[u] >= 1 << LABEL_DEPTH_BITS)
       return label_refused(err, "a unit relayed", (long long)depth[u],
                            (1 << LABEL_DEPTH_BITS) - 1);
-    const rsi_move *first = &plan->moves[u ? units->end[u - 1] : 0];
+    int64_t begin = u ? units->end[u - 1] : 0;
+    const rsi_move *first = &plan->moves[begin];
+    /* every move of a unit lands in D, its crossing's domain */
+    int32_t D = x->domain_ix[first->dst_rank], S = D;
+    for (int64_t i = begin; i < units->end[u] && S < ndomains; i++) {
+      int32_t from = x->domain_ix[plan->moves[i].src_rank];
+      if (from != D && from != S) S = S == D ? from : ndomains;
+    }
     keys[u] = (rsi_keyed){(uint64_t)depth[u] << 32 |
-                              (uint32_t)x->domain_ix[first->dst_rank],
-                          (uint64_t)(uint32_t)x->domain_ix[first->src_rank],
-                          (uint64_t)u};
+                              (uint32_t)D,
+                          (uint64_t)(uint32_t)S, (uint64_t)u};
   }
   rsi_radix_sort(keys, keys + nunits, nunits);
 
@@ -471,7 +486,7 @@ static rs_status label_units(rs_plan *plan, rsi_units *units,
     if (k >= max_chunks)
       return label_refused(err, "chunks between two domains",
                            (long long)k + 1, (long long)max_chunks);
-    int32_t off = (D - S + ndomains) % ndomains;
+    int32_t off = S == ndomains ? ndomains + D : (D - S + ndomains) % ndomains;
     int32_t round = (int32_t)((int64_t)depth[u] << (chunk_bits + off_bits) |
                               k << off_bits | off);
     if (empty) {

@@ -15,6 +15,7 @@
 
 #include "convert.h"
 #include "convert_elem.h"
+#include "exec.h" /* rsi_exec_staging: what the executor allocated */
 #include "rt_domain_parts.h"
 #include "rt_util.h"
 
@@ -639,4 +640,56 @@ Test(convert_plan, fp8_leading_dims_are_independent) {
   const nbox dsts[2] = {{2, {0, 0, 0}, {3, 200, 64}},
                         {3, {0, 0, 64}, {3, 200, 66}}};
   nd_case(3, shape, 64, 64, srcs, 3, dsts, 2);
+}
+
+/* fp8 blocks whose parts come from source ranks of more than one domain,
+ * by domain pair (every rank its own domain): rank 7 holds the lower
+ * halves of blocks whose upper halves ranks 0, 1 and 2 hold for ranks 4,
+ * 5 and 6, and ranks 4, 5 and 6 for ranks 0, 1 and 2 (every pair four
+ * domains apart); it also sends whole blocks to rank 3 (four apart too)
+ * and receives from it. The receivers quantize, so rank 7's halves travel
+ * in bf16, about as many bytes as its own pairs'. Its share of the mixed
+ * blocks must not pile onto the rounds in which its own pairs take their
+ * quarters of the staging (it did before 2026-12-07: 1.25x the setting). */
+Test(convert_plan, fp8_blocks_from_several_domains_stay_within_staging) {
+  const int64_t C = 2048, staging = (int64_t)1 << 20;
+  for (int mode = 0; mode < 2; mode++) {
+    job j = {.shape = {512, 3 * C}, .block = {128, 128},
+             .from = RS_DTYPE_BF16, .to = RS_DTYPE_F8_E4M3,
+             .rounds = mode ? RS_ROUNDS_BY_DOMAIN_PAIR : RS_ROUNDS_PACKED};
+    for (int k = 0; k < 3; k++)
+      for (int h = 0; h < 2; h++) { /* rows 0-127 into 4+k, 384-511 into k */
+        int64_t r0 = h ? 384 : 0;
+        int top = h ? 4 + k : k, to = h ? k : 4 + k;
+        j.srcs[j.nsrc++] = (piece){top, r0, k * C, 64, C};
+        j.srcs[j.nsrc++] = (piece){7, r0 + 64, k * C, 64, C};
+        j.dsts[j.ndst++] = (piece){to, r0, k * C, 128, C};
+        j.scales[j.nscale++] = (piece){to, r0 / 128, k * C / 128, 1, C / 128};
+      }
+    j.srcs[j.nsrc++] = (piece){7, 128, 0, 128, 3 * C};
+    j.srcs[j.nsrc++] = (piece){3, 256, 0, 128, 3 * C};
+    j.dsts[j.ndst++] = (piece){3, 128, 0, 128, 3 * C};
+    j.scales[j.nscale++] = (piece){3, 1, 0, 1, 3 * C / 128};
+    j.dsts[j.ndst++] = (piece){7, 256, 0, 128, 3 * C};
+    j.scales[j.nscale++] = (piece){7, 2, 0, 1, 3 * C / 128};
+    const char *how = mode ? "by domain pair" : "packed";
+    cr_assert_eq(make_plan_staged(&j, 8, 1, staging), RS_OK, "%s: %s", how,
+                 rs_context_last_error(j.ctx));
+    for (int r = 0; r < 8; r++) {
+      int64_t said = -1;
+      cr_assert_eq(rs_plan_stat(j.plan, r, RS_STAT_STAGING_BYTES, &said),
+                   RS_OK);
+      cr_assert_leq(said, staging, "%s: rank %d's staging %lld > setting "
+                    "%lld", how, r, (long long)said, (long long)staging);
+    }
+    char why[256];
+    cr_assert(rt_same_domain_parts(j.plan, j.src, j.dst, why, sizeof why),
+              "%s: %s", how, why);
+    bind_and_run(&j);
+    check(&j);
+    for (int r = 0; r < 8; r++) /* what the executor allocated */
+      cr_assert_leq(rsi_exec_staging(j.plan, r), staging, "%s: rank %d", how,
+                    r);
+    finish(&j);
+  }
 }

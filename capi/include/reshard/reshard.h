@@ -345,7 +345,7 @@ typedef enum rs_param {
 /**
  * Values of RS_PARAM_ROUNDS: who decides the round a message runs in.
  * Both move the same bytes between the same ranks, and both fit every
- * round to RS_PARAM_STAGING_BYTES (one exception below). @since 0.5
+ * round to RS_PARAM_STAGING_BYTES. @since 0.5
  */
 typedef enum rs_rounds {
   /** Rounds packed over the whole job at once: each fills every rank's
@@ -360,16 +360,16 @@ typedef enum rs_rounds {
    *  the rounds of what lands in a domain follow from what lands in it,
    *  which a rank that plans its own part can know: in an MPI or NCCL
    *  context, with RS_PARAM_PLAN_PART set to its rank, each rank plans
-   *  only its part (see rs_plan_create). A piece several ranks of a domain need is
-   *  cut to half the packed size (up to 2.4x the moves where domains
-   *  hold several engines), and a rank takes part in other numbers of
-   *  rounds: `reshard plan --rounds` prices both. An fp8 block whose parts come from source ranks of
-   *  more than one domain charges the ranks outside the first part's
-   *  domain in a label they may use already, which can take them past
-   *  the staging setting. rs_plan_create refuses it (RS_ERR_UNSUPPORTED)
+   *  only its part (see rs_plan_create). An fp8 block whose parts come
+   *  from several domains runs in a label of its destination domain
+   *  alone, where every sender sends into that domain only. A piece several ranks of a
+   *  domain need is cut to half the packed size (up to 2.4x the moves
+   *  where domains hold several engines), and a rank takes part in other
+   *  numbers of rounds: `reshard plan --rounds` prices both.
+   *  rs_plan_create refuses it (RS_ERR_UNSUPPORTED)
    *  where a label does not fit a round number: relays more than 15
    *  deep, or more chunks between two domains than 2^(27 - the bits of
-   *  the number of domains). */
+   *  twice the number of domains). */
   RS_ROUNDS_BY_DOMAIN_PAIR = 1
 } rs_rounds;
 
