@@ -472,7 +472,10 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
               (v.c0 + v.cols + j.block[1] - 1) / j.block[1] - v.c0 / j.block[1]};
         }
       }
-    int64_t staging = rt_rand(&rng) % 3 == 0 ? (int64_t)1 << 20 : 0;
+    /* 512 KiB, the least that takes a slab of whole 128 x 128 f32 blocks,
+     * makes chunks the larger cases fill (a quarter of it, 128 KiB) */
+    int64_t staging = (int64_t[]){0, (int64_t)1 << 20, 512 << 10}
+        [rt_rand(&rng) % 3];
     rs_status st = make_plan_staged(&j, world, 1 + (int)(rt_rand(&rng) % 4),
                                     staging);
     cr_assert_eq(st, RS_OK, "case %d: %s", c, rs_context_last_error(j.ctx));
