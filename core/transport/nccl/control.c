@@ -254,12 +254,33 @@ typedef ncclResult_t (*collective_calls)(void *arg, const char *in, char *out,
                                          ncclComm_t comm,
                                          cudaStream_t stream);
 
+/* Send and complete every batch posted before now, at most timeout_ms
+ * (the peers of its records do the same, in their own test or drain). */
+static rs_status drain(nccl_transport *nt, int64_t timeout_ms, rsi_err *err) {
+  int64_t since = nccl_now_ms();
+  for (;;) {
+    bool done = false;
+    RSI_TRY(advance(nt, &done, err));
+    if (done) return RS_OK;
+    if (nccl_now_ms() - since >= timeout_ms)
+      return RSI_FAIL(err, RS_ERR_TIMEOUT,
+                      "rank %d: control records posted before a collective "
+                      "did not complete within %lld ms",
+                      nt->rank, (long long)timeout_ms);
+    nccl_pause();
+  }
+}
+
 /* One blocking collective on the control communicator, at most
  * timeout_ms: in_bytes of host memory at `in` go to the device, `calls`
  * enqueue the NCCL calls, out_bytes come back to host memory at `out`.
- * Buffers of its own, so that it never meets a batch; after a failure
- * that left the calls posted they are let go, not freed (the device may
- * still write them). */
+ * Records posted before it (an execution's done records, which the
+ * caller may leave to rs_plan_test while it makes a plan) are sent and
+ * completed first: NCCL matches by issue order on the communicator, and a
+ * batch issued before the collective on one rank and after it on another
+ * would hang both. Buffers of its own, so that it never meets a batch;
+ * after a failure that left the calls posted they are let go, not freed
+ * (the device may still write them). */
 static rs_status run_collective(nccl_transport *nt, const void *in,
                                 size_t in_bytes, void *out, size_t out_bytes,
                                 collective_calls calls, void *arg,
@@ -272,7 +293,11 @@ static rs_status run_collective(nccl_transport *nt, const void *in,
   cudaGetDevice(&prev);
   cudaSetDevice(nt->lanes[0].device);
   char *host = NULL, *dev = NULL;
-  rs_status st = RS_OK;
+  rs_status st = drain(nt, timeout_ms, err);
+  if (st != RS_OK) {
+    cudaSetDevice(prev);
+    return st;
+  }
   cudaError_t e = cudaMallocHost((void **)&host, total);
   if (e == cudaSuccess) e = cudaMalloc((void **)&dev, total);
   if (e != cudaSuccess) st = nccl_fail_cuda(err, e, "allocating buffers");
