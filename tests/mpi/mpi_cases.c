@@ -738,7 +738,8 @@ done:
 /* Per-rank planning: with rounds by domain pair and its own part asked
  * for, each rank plans what lands in its domain and learns the rest from
  * its peers (rs_plan_create is collective): its part is the whole plan's,
- * with every rank's figures, and runs. A row no source holds fails every
+ * with every rank's figures, and runs, also planned again while an
+ * execution of it waits for rs_plan_wait. A row no source holds fails every
  * rank's rs_plan_create alike, the ranks that could plan theirs too, and
  * so does one rank's layouts that do not fit, at once. */
 static void case_per_rank_plan(hcase *c) {
@@ -771,6 +772,31 @@ static void case_per_rank_plan(hcase *c) {
              "in rank %d's part", s, r, (long long)x, (long long)y, h_rank);
     }
   if (h_all_ok(c)) ring_run(c, ctx, plan);
+  /* a part planned while an execution waits for rs_plan_wait: the
+   * exchange must not meet that execution's records */
+  if (h_all_ok(c)) {
+    int from = (h_rank + h_np - 1) % h_np;
+    unsigned char sbuf[3], dbuf[3] = {0xA5, 0xA5, 0xA5};
+    for (int i = 0; i < 3; i++) sbuf[i] = (unsigned char)(h_rank * 3 + i + 7);
+    rs_plan *again = NULL;
+    if (h_ok(c, rs_plan_bind(plan, RS_SIDE_SRC, h_rank, 0, sbuf, 3), ctx,
+             "bind") &&
+        h_ok(c, rs_plan_bind(plan, RS_SIDE_DST, h_rank, 0, dbuf, 3), ctx,
+             "bind") &&
+        h_ok(c, rs_plan_execute_async(plan, NULL), ctx, "execute_async")) {
+      h_ok(c, rs_plan_create(src, dst, &again), ctx,
+           "a part planned while an execution waits");
+      if (h_ok(c, rs_plan_wait(plan), ctx, "wait"))
+        for (int i = 0; i < 3; i++)
+          EXPECT(c, dbuf[i] == (unsigned char)(from * 3 + i + 7),
+                 "element %d is %d, want %d", i, dbuf[i], from * 3 + i + 7);
+      EXPECT(c, again && rt_same_moves_of(whole, again, h_rank, why,
+                                          sizeof why),
+             "rank %d's part planned during an execution: %s", h_rank,
+             again ? why : "none");
+    }
+    rs_plan_destroy(again);
+  }
   /* rank 0 holds no row: row 0 is needed by rank 1 and held by none */
   int64_t shape[2] = {h_np, 3};
   if (h_np > 1 &&
