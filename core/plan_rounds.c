@@ -1,4 +1,8 @@
-/* Rounds: the plan's units (a direct move, or a first hop with its
+/* Rounds, relay slots, messages and per-rank figures, in one of two ways
+ * (RS_PARAM_ROUNDS): packed over the whole job (assign_rounds, below), or
+ * by domain pair (assign_labels, "rounds by domain pair" further down).
+ *
+ * Packed: the plan's units (a direct move, or a first hop with its
  * forwards) are placed greedily into the earliest round at or after every
  * involved rank's current round where each of them still has room. Units
  * are taken in waves, not in plan order: wave w holds the bytes each sender
@@ -7,7 +11,8 @@
  * rank's staging per round (bytes it packs to send, bytes it receives,
  * relay slots it holds, each 64-aligned; a large move that goes straight
  * from or into contiguous memory takes none at that end) stays within
- * round_capacity, half the staging setting: the executor keeps two steps
+ * round_capacity, half the staging setting (a quarter by domain pair,
+ * where a rank may be in two chunks of a round): the executor keeps two steps
  * in flight, each in a half of its own (staging.h), and so allocates at
  * most the setting.
  * Pieces were already cut so that one unit fits an empty round. */
