@@ -348,6 +348,8 @@ typedef struct part_figures {
   double seconds;
   long peak_kib;
   int64_t told; /* a domain's part: moves it tells senders outside it */
+  int64_t labels; /* by domain pair: the rounds (labels) of a domain's
+                     part, which its first rank gives the allgather */
 } part_figures;
 
 /* Plans the part the context asks for in a child process (fork), which
@@ -355,7 +357,7 @@ typedef struct part_figures {
  * ends the bench. */
 static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
                                        const rs_layout *dst) {
-  part_figures f = {0, 0, 0, -1, 0};
+  part_figures f = {0, 0, 0, -1, 0, 0};
   int fd[2];
   if (pipe(fd) != 0) {
     perror("bench_plan_dsv3: pipe");
@@ -403,7 +405,7 @@ static part_figures plan_part_in_child(rs_context *ctx, const rs_layout *src,
 static part_figures plan_domain_part(rs_context *ctx, const rs_layout *src,
                                      const rs_layout *dst, int domain,
                                      rs_rounds rounds) {
-  part_figures f = {0, 0, 0, -1, 0};
+  part_figures f = {0, 0, 0, -1, 0, 0};
   int driven = ctx->rank;
   ctx->rank = domain * DOMAIN + DOMAIN - 1;
   BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_ROUNDS, rounds));
@@ -419,6 +421,7 @@ static part_figures plan_domain_part(rs_context *ctx, const rs_layout *src,
   BENCH_CHECK(ctx, rs_plan_num_moves(plan, &f.moves));
   for (int64_t i = 0; i < plan->nmoves; i++)
     f.told += plan->domain_of[plan->moves[i].src_rank] != domain;
+  f.labels = plan->nrounds;
   rs_plan_destroy(plan);
   BENCH_CHECK(ctx, rs_context_set_param(ctx, RS_PARAM_ROUNDS,
                                         RS_ROUNDS_PACKED));
@@ -667,11 +670,12 @@ int main(int argc, char **argv) {
     printf("by pair : %s domain %d planned alone by rank %d's context with "
            "rounds by domain pair (what per-rank planning computes before "
            "its exchange) in %.3f s, peak growth %.1f MiB; %lld moves into "
-           "it, %lld of them told to senders outside\n",
+           "it, %lld of them told to senders outside; %lld rounds (labels) "
+           "for the allgather\n",
            k ? "inference" : "trainer", k ? part_domain : 0,
            (k ? part_domain : 0) * DOMAIN + DOMAIN - 1, rpart[k].seconds,
            rpart[k].peak_kib / 1024.0, (long long)rpart[k].moves,
-           (long long)rpart[k].told);
+           (long long)rpart[k].told, (long long)rpart[k].labels);
   printf("naive   : all-pairs intersection, %lld src x dst box pairs, %lld "
          "non-empty (volume sum %lld), x %d: min %.3f s, median %.3f s\n",
          (long long)pairs, (long long)hits, (long long)vol, nreps, nmin, nmed);
