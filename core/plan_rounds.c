@@ -319,12 +319,11 @@ static rs_status assign_rounds(rs_plan *plan, const rsi_units *units,
  * are cut greedily into chunks in which no rank is charged more than
  * round_capacity (a quarter of the staging: plan.c; a unit is charged as
  * assign_rounds charges it, and one that would overflow the chunk starts
- * the next). Chunk k of (S, D) at
- * depth l runs in the round labelled (l, k, (D - S) mod the number of
- * domains). In a label a domain sends into one domain and receives from
- * one, so a rank is in two chunks of a label at most, one it sends first
- * hops in and one it lands in: half the staging, what one of the
- * executor's two steps in flight may take.
+ * the next). Chunk k of (S, D) at depth l runs in the round labelled (l,
+ * k, (D - S) mod the number of domains). In a label a domain sends into
+ * one domain and receives from one, so a rank is in two chunks of a label
+ * at most, one it sends first hops in and one it lands in: half the
+ * staging, what one of the executor's two steps in flight may take.
  * A mixed unit, whose moves leave from more than one domain besides D (an
  * fp8 block whose parts several domains hold), has no one S: it belongs
  * to D alone, and the mixed units into D are chunked apart and run in
