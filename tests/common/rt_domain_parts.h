@@ -158,4 +158,60 @@ static inline bool rt_same_domain_parts(const rs_plan *whole,
   return true;
 }
 
+/* The shape of rounds by domain pair: in every round a domain sends
+ * across into one domain at most, and receives across from one at most,
+ * except in a round of mixed units (core/plan_rounds.c), where every move
+ * across lands in one domain. True for a plan of packed rounds. */
+static inline int rt_cmp_triples(const void *a, const void *b) {
+  return memcmp(a, b, 3 * sizeof(int64_t));
+}
+
+static inline bool rt_pair_rounds_hold(const rs_plan *plan, char *why,
+                                       size_t cap) {
+  if (!plan->rounds_by_pair) return true;
+  /* (round, sending domain, receiving domain) of every move across */
+  int64_t (*t)[3] = malloc((size_t)(plan->nmoves + 1) * sizeof *t), n = 0;
+  if (!t) {
+    snprintf(why, cap, "out of memory");
+    return false;
+  }
+  for (int64_t i = 0; i < plan->nmoves; i++) {
+    const rsi_move *m = &plan->moves[i];
+    int s = plan->domain_of[m->src_rank], d = plan->domain_of[m->dst_rank];
+    if (s == d) continue;
+    t[n][0] = m->round;
+    t[n][1] = s;
+    t[n++][2] = d;
+  }
+  qsort(t, (size_t)n, sizeof *t, rt_cmp_triples);
+  /* the distinct triples, in order */
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (k == 0 || rt_cmp_triples(t[i], t[k - 1]) != 0)
+      memcpy(t[k++], t[i], sizeof *t);
+  bool ok = true;
+  for (int64_t b = 0, e; ok && b < k; b = e) {
+    for (e = b; e < k && t[e][0] == t[b][0]; e++) continue;
+    bool mixed = false; /* a domain receives from two */
+    for (int64_t i = b; i < e && ok; i++) {
+      if (i > b && t[i][1] == t[i - 1][1]) {
+        snprintf(why, cap, "in round %lld domain %lld sends into domains "
+                 "%lld and %lld", (long long)t[b][0], (long long)t[i][1],
+                 (long long)t[i - 1][2], (long long)t[i][2]);
+        ok = false;
+      }
+      for (int64_t j = i + 1; j < e; j++) mixed |= t[i][2] == t[j][2];
+    }
+    for (int64_t i = b + 1; mixed && ok && i < e; i++)
+      if (t[i][2] != t[b][2]) {
+        snprintf(why, cap, "in round %lld a domain receives from two "
+                 "domains, and moves land in domains %lld and %lld too",
+                 (long long)t[b][0], (long long)t[b][2], (long long)t[i][2]);
+        ok = false;
+      }
+  }
+  free(t);
+  return ok;
+}
+
 #endif

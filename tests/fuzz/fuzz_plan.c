@@ -751,7 +751,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                  sizeof why),
              "%s", why);
     /* Rounds by domain pair, where the input asks (read after all else):
-     * the plan runs, and the domain's part has its rounds too. */
+     * the plan runs, its rounds have the pairs' shape, and the domain's
+     * part has its rounds too. */
     if (fz_u8(&in) & 1) {
       rs_plan *paired = NULL;
       rs_context_set_param(w.ctx, RS_PARAM_ROUNDS, RS_ROUNDS_BY_DOMAIN_PAIR);
@@ -760,6 +761,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                "rounds by domain pair: %s", rs_status_name(st));
       if (st == RS_OK) {
         if (executable(&w)) execute_and_verify(&w, paired);
+        FZ_CHECK(rt_pair_rounds_hold(paired, why, sizeof why),
+                 "rounds by domain pair: %s", why);
         FZ_CHECK(rt_same_domain_part(paired, w.s[0].l, w.s[1].l,
                                      plan->domain_of[rank], &into, why,
                                      sizeof why),

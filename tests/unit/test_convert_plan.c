@@ -485,6 +485,8 @@ Test(convert_plan, fp8_random_layouts, .timeout = 120) {
     by_pair += j.rounds == RS_ROUNDS_BY_DOMAIN_PAIR;
     same_without_boxes(&j, world, c);
     char why[256];
+    cr_assert(rt_pair_rounds_hold(j.plan, why, sizeof why), "case %d: %s", c,
+              why);
     cr_assert(rt_same_domain_parts(j.plan, j.src, j.dst, why, sizeof why),
               "case %d: %s", c, why);
     split += stat(&j, RS_STAT_CONVERTED_RECEIVING) > 0;
@@ -686,6 +688,8 @@ Test(convert_plan, fp8_blocks_from_several_domains_stay_within_staging) {
                     "%lld", how, r, (long long)said, (long long)staging);
     }
     char why[256];
+    cr_assert(rt_pair_rounds_hold(j.plan, why, sizeof why), "%s: %s", how,
+              why);
     cr_assert(rt_same_domain_parts(j.plan, j.src, j.dst, why, sizeof why),
               "%s: %s", how, why);
     bind_and_run(&j);

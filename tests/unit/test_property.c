@@ -311,44 +311,6 @@ static void check_domain_parts(const rh *h, const char *where) {
   totals.domain_parts++;
 }
 
-/* RS_ROUNDS_BY_DOMAIN_PAIR: in a round, the ranks of a domain send across
- * into one other domain at most and receive across from one at most. */
-static void check_pair_rounds(const rh *h, const char *where) {
-  int64_t nm = 0;
-  cr_assert_eq(rs_plan_num_moves(h->plan, &nm), RS_OK, "%s", where);
-  int64_t rounds = rh_stat(h, RS_ALL_RANKS, RS_STAT_ROUNDS);
-  /* domains numbered by first sight; [round][domain]: the domain it
-   * sends into, receives from */
-  int ndom = 0, ids[RH_MAX_WORLD], ix[RH_MAX_WORLD];
-  for (int r = 0; r < h->world; r++) {
-    int id = rh_domain(h, r), k = 0;
-    while (k < ndom && ids[k] != id) k++;
-    if (k == ndom) ids[ndom++] = id;
-    ix[r] = k;
-  }
-  int *into = malloc((size_t)(rounds * ndom + 1) * sizeof *into);
-  int *from = malloc((size_t)(rounds * ndom + 1) * sizeof *from);
-  cr_assert(into && from, "%s", where);
-  for (int64_t i = 0; i < rounds * ndom; i++) into[i] = from[i] = -1;
-  for (int64_t i = 0; i < nm; i++) {
-    int src, dst, round;
-    rs_route route;
-    cr_assert_eq(rs_plan_move_info(h->plan, i, NULL, &src, &dst, &route,
-                                   &round, NULL), RS_OK, "%s", where);
-    if (route != RS_ROUTE_INTER) continue;
-    int ds = ix[src], dd = ix[dst];
-    int *a = &into[round * ndom + ds], *b = &from[round * ndom + dd];
-    cr_assert(*a < 0 || *a == dd, "%s: in round %d domain %d sends into "
-              "domains %d and %d", where, round, ds, *a, dd);
-    cr_assert(*b < 0 || *b == ds, "%s: in round %d domain %d receives from "
-              "domains %d and %d", where, round, dd, *b, ds);
-    *a = dd;
-    *b = ds;
-  }
-  free(into);
-  free(from);
-}
-
 /* RS_PARAM_PLAN_BOXES = 0: the same plan, without its moves' boxes. */
 static void check_without_boxes(const rh *h, const char *where) {
   rs_plan *bare = NULL;
@@ -441,7 +403,9 @@ static void run_case(uint64_t seed, int index, bool large) {
   rh_check_locality(&h);
   check_move_order(&h, where);
   check_self_plan(&h, where);
-  if (h.plan->rounds_by_pair) check_pair_rounds(&h, where);
+  char shape[256];
+  cr_assert(rt_pair_rounds_hold(h.plan, shape, sizeof shape), "%s: %s", where,
+            shape);
   if (index % 4 == 0) check_parts(&h, where);
   if (index % 4 == 1) check_domain_parts(&h, where);
   if (index % 4 == 2) check_without_boxes(&h, where);
