@@ -4,6 +4,7 @@
  * record and staging kept on it. */
 #include "context.h"
 
+#include "collective.h"
 #include "copy_pool.h"
 #include "engine.h"
 
@@ -41,6 +42,7 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->plan_boxes = 1;
   ctx->copy_threads = 1;
   ctx->culprit = ctx->cause_rank = -1;
+  rsi_coll_fault_from_env(&ctx->fault_flip_nth, &ctx->fault_flip_bit);
   atomic_init(&ctx->aborted, false);
   if (transport && transport->engine) {
     ctx->engine = transport->engine;

@@ -43,6 +43,10 @@ struct rs_context {
    * status, and the rank it was waiting for (-1: none). */
   int cause_rank, culprit;
   rs_status cause_status;
+  /* Sealed collectives run on this context so far (collective.c), and the
+   * fault that RESHARD_FAULT_FLIP_COLLECTIVE asks of them (0: none). */
+  uint64_t collectives;
+  int64_t fault_flip_nth, fault_flip_bit;
   /* The detail of the last failure. Out of line, so that calls taking a
    * const context can still record why they refused. */
   rsi_err *err;

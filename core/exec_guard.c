@@ -153,17 +153,19 @@ static bool next_notice(rs_plan *plan, notice *n, rs_status *st,
   return true;
 }
 
-/* Tell the plan's peers why this rank gives up: the cause it holds, its
- * own or one a notice brought. Sent again whenever that cause improves. */
-static void send_notices(rs_plan *plan) {
-  rs_context *ctx = plan->ctx;
+/* Tell `ranks` (n of them; NULL: every other rank of the context) why
+ * this rank gives up: the cause it holds, its own or one a notice brought,
+ * with the plan it ran (fingerprint and serial 0: none). */
+static void notify_ranks(rs_context *ctx, uint64_t fingerprint,
+                         uint64_t serial, uint64_t epoch, const int *ranks,
+                         int n) {
   rsi_transport *tp = ctx->transport;
-  if (!tp->control || !plan->peers) return;
+  if (!tp || !tp->control) return;
   uint64_t w[NOTICE_WORDS] = {NOTICE_MAGIC,
                               tp->nonce,
-                              plan->fingerprint,
-                              plan->serial,
-                              plan->epoch,
+                              fingerprint,
+                              serial,
+                              epoch,
                               (uint64_t)ctx->cause_rank,
                               (uint64_t)ctx->cause_status,
                               (uint64_t)(ctx->culprit + 1),
@@ -172,8 +174,20 @@ static void send_notices(rs_plan *plan) {
   unsigned char buf[NOTICE_WORDS * 8];
   to_wire(w, NOTICE_WORDS, buf);
   rsi_err ignored; /* best effort: the peer may be gone */
-  for (int i = 0; i < plan->npeers; i++)
-    tp->control->notify(tp, plan->peers[i], buf, sizeof buf, &ignored);
+  int count = ranks ? n : ctx->world_size;
+  for (int i = 0; i < count; i++) {
+    int to = ranks ? ranks[i] : i;
+    if (to != ctx->rank)
+      tp->control->notify(tp, to, buf, sizeof buf, &ignored);
+  }
+}
+
+/* Tell the plan's peers why this rank gives up. Sent again whenever that
+ * cause improves. */
+static void send_notices(rs_plan *plan) {
+  if (!plan->peers) return;
+  notify_ranks(plan->ctx, plan->fingerprint, plan->serial, plan->epoch,
+               plan->peers, plan->npeers);
 }
 
 /* This rank gives up for its own reason. */
@@ -659,6 +673,13 @@ rs_status rsi_guard_refuse(rs_plan *plan, rsi_err *err) {
 
 rs_status rsi_guard_last_look(rs_plan *plan, rsi_err *err) {
   return check_notices(plan, plan->ctx->rank, RSI_NO_GROUP, err);
+}
+
+void rsi_guard_fail_context(rs_context *ctx, rs_status status) {
+  if (ctx->failed || ctx->rank == RS_ALL_RANKS) return;
+  if (ctx->cause_rank < 0) blame_self(ctx, status, ctx->culprit);
+  rsi_context_fail(ctx);
+  notify_ranks(ctx, 0, 0, 0, NULL, 0);
 }
 
 void rsi_guard_fail(rs_plan *plan, rs_status status) {

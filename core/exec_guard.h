@@ -105,4 +105,10 @@ rs_status rsi_guard_last_look(rs_plan *plan, rsi_err *err);
  * plan's peers, and mark the context failed. Keeps the recorded message. */
 void rsi_guard_fail(rs_plan *plan, rs_status status);
 
+/* The same outside any execution (a collective whose outcome this rank
+ * alone knows, collective.c): mark the context failed and tell every other
+ * rank of it by notice, so that each fails its next execution or
+ * collective on the context at once. Nothing is posted to abandon. */
+void rsi_guard_fail_context(rs_context *ctx, rs_status status);
+
 #endif

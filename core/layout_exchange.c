@@ -1,7 +1,10 @@
 /* rs_layout_allgather: every rank sends what it added; every rank decodes
- * all contributions, in rank order, into a fresh layout, which then replaces
- * its own. Decoding validates everything, so a rank cannot slip a malformed
- * shard into the others' layouts.
+ * all contributions, in rank order, into a fresh layout, which replaces its
+ * own once every rank has said (the verdict, collective.h) that it decoded
+ * its own fresh layout too. Decoding validates everything, so a rank cannot
+ * slip a malformed shard into the others' layouts, and the contributions
+ * travel sealed, so a damaged one fails every rank's call with no layout
+ * changed.
  *
  * A rank whose own layout is refused (a shard of another rank, no memory to
  * encode it) still takes part: it contributes a refusal (its status and
@@ -10,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sigpipe.h"
+#include "collective.h"
 #include "status.h"
 #include "transport/transport.h"
 #include "wire.h"
@@ -91,20 +94,14 @@ rs_status rsi_layout_allgather(rs_layout *l) {
   if (own != RS_OK) refusal_make(&no, &own_err);
   size_t *counts = malloc((size_t)ctx->world_size * sizeof *counts);
   rs_status st = counts ? RS_OK : RSI_NOMEM(err);
-  if (st == RS_OK) {
-    rsi_sigpipe_hold h; /* the collective writes to peers */
-    rsi_sigpipe_hold_begin(&h);
-    st = own == RS_OK ? tp->control->allgatherv(tp, mine, len, &all, counts,
-                                                ctx->timeout_ms, err)
-                      : tp->control->allgatherv(tp, no.bytes, no.len, &all,
-                                                counts, ctx->timeout_ms, err);
-    rsi_sigpipe_hold_end(&h);
-  }
+  if (st == RS_OK)
+    st = own == RS_OK
+             ? rsi_coll_allgatherv(ctx, mine, len, &all, counts, err)
+             : rsi_coll_allgatherv(ctx, no.bytes, no.len, &all, counts, err);
   free(mine);
   if (st != RS_OK && own != RS_OK) /* what failed, and what came first */
     RSI_FAIL(err, st, "%s (this rank had refused its layout: %s)", err->msg,
              own_err.msg);
-  if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) rsi_context_fail(ctx);
   if (st == RS_OK && own != RS_OK) { /* the others know; ours stands */
     *err = own_err;
     st = own;
@@ -114,9 +111,16 @@ rs_status rsi_layout_allgather(rs_layout *l) {
     if (is_refusal(at, counts[r])) st = heard_refusal(at, counts[r], r, err);
     at += counts[r];
   }
+  rs_layout *fresh = NULL;
   if (st == RS_OK)
-    st = rsi_wire_merge(l, all, counts, ctx->world_size, false, err);
+    st = rsi_wire_decode_fresh(ctx, all, counts, ctx->world_size, &fresh, err);
   free(all);
   free(counts);
+  if (!ctx->failed)
+    st = rsi_coll_verdict(ctx, st, "rs_layout_allgather", err);
+  if (st == RS_OK)
+    rsi_wire_replace(l, fresh);
+  else
+    rsi_layout_destroy(fresh);
   return st;
 }

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collective.h"
 #include "context.h"
+#include "dtype.h"
 #include "plan.h"
-#include "sigpipe.h"
+#include "staging.h"
 #include "status.h"
 #include "transport/transport.h"
 
@@ -119,10 +121,11 @@ static int64_t *own_shard_index(const rsi_side *side, int me, rsi_err *err) {
   return map;
 }
 
+/* A told move that fails a check: the exchange is damaged, or the peer
+ * planned from other inputs; nothing of it is used. */
 static rs_status told_wrong(rsi_err *err, int from, const char *what) {
-  return RSI_FAIL(err, RS_ERR_INTERNAL,
-                  "planning this rank's part: rank %d told it of a move "
-                  "%s",
+  return RSI_FAIL(err, RS_ERR_CORRUPT,
+                  "planning this rank's part: rank %d told it of a move %s",
                   from, what);
 }
 
@@ -133,9 +136,7 @@ typedef struct shard_maps {
   int64_t n[2];
 } shard_maps;
 
-/* The words of the record at w, of at most `left`; 0 when it is none
- * (a peer of other inputs or another version may send anything: its
- * part is refused then, or at the first execution's agreement). */
+/* The words of the record at w, of at most `left`; 0 when it is none. */
 static int64_t told_words(const rs_plan *plan, const int64_t *w,
                           int64_t left) {
   if (left < HEAD_WORDS || w[0] < 0 || w[0] >= plan->ntensors) return 0;
@@ -148,8 +149,105 @@ static int64_t told_words(const rs_plan *plan, const int64_t *w,
   return n <= left ? n : 0;
 }
 
+static bool known_dtype(int64_t d) {
+  return d > 0 && d < 256 && rsi_dtype_size((rs_dtype)d) > 0;
+}
+
+/* A box of tensor t (offset then extent, nd each) inside its shape, and
+ * its bytes in dtype d: -1 when it is not. */
+static int64_t box_bytes(const rs_plan *plan, int t, const int64_t *box,
+                         int64_t d) {
+  const rsi_tensor *tn = &plan->tensors[t];
+  int64_t n = (int64_t)rsi_dtype_size((rs_dtype)d);
+  for (int k = 0; k < tn->ndim; k++) {
+    int64_t off = box[k], ext = box[tn->ndim + k];
+    if (off < 0 || ext < 1 || ext > tn->shape[k] - off ||
+        __builtin_mul_overflow(n, ext, &n))
+      return -1;
+  }
+  return n;
+}
+
+/* Whether the box lies inside shard s's box. */
+static bool inside_shard(const rsi_side *side, const rsi_shard *s, int nd,
+                         const int64_t *box) {
+  const int64_t *off = rsi_shard_offset(&side->pool, s);
+  const int64_t *ext = rsi_shard_extent(&side->pool, s, nd);
+  for (int k = 0; k < nd; k++)
+    if (box[k] < off[k] || box[nd + k] > off[k] + ext[k] - box[k]) return false;
+  return true;
+}
+
+/* The element type this rank's end of a move of tensor t reads from. */
+static int64_t own_end_dtype(const rs_plan *plan, const rsi_move *m) {
+  if (m->computes_scales)
+    return plan->conv[plan->conv[m->tensor].values].src_dtype;
+  return m->src_kind == RSI_EP_SRC ? plan->conv[m->tensor].src_dtype
+                                   : plan->conv[m->tensor].dst_dtype;
+}
+
+/* Check a decoded move from rank q (its head words at w) against this
+ * rank's own layouts before any of it is used: the ends are this rank
+ * and q, in other domains; the source end is a shard of this rank of the
+ * right tensor; the box lies inside the tensor and the shard; bytes,
+ * dtypes, route and contiguity are what they must be. */
+static rs_status check_told(const rs_plan *plan, int q, const rsi_move *m,
+                            const int64_t *w, const int64_t *box,
+                            const rsi_relay *slot, const int64_t *slot_box,
+                            rsi_err *err) {
+  int t = m->tensor, nd = plan->tensors[t].ndim;
+  const rsi_conversion *cv = &plan->conv[t];
+  if (m->src_kind != RSI_EP_SRC && m->src_kind != RSI_EP_DST)
+    return told_wrong(err, q, "from no shard of this rank");
+  const rsi_side *side = &plan->side[m->src_kind == RSI_EP_SRC ? RS_SIDE_SRC
+                                                               : RS_SIDE_DST];
+  const rsi_shard *s = &side->shards[m->src_index];
+  if (m->computes_scales && cv->values < 0)
+    return told_wrong(err, q, "that computes scales it cannot");
+  if (s->tensor != (m->computes_scales ? cv->values : t))
+    return told_wrong(err, q, "out of a shard of another tensor");
+  if (w[5] < 1 || w[6] < 0 || w[6] > INT32_MAX)
+    return told_wrong(err, q, "of no bytes or no round");
+  if (!known_dtype(m->src_dtype) || !known_dtype(m->wire_dtype) ||
+      !known_dtype(m->dst_dtype) || m->src_dtype != own_end_dtype(plan, m) ||
+      (m->wire_dtype != m->src_dtype && m->wire_dtype != m->dst_dtype) ||
+      (m->dst_kind == RSI_EP_DST && m->dst_dtype != cv->dst_dtype))
+    return told_wrong(err, q, "in element types it does not hold");
+  if (m->route != RS_ROUTE_INTER ||
+      plan->domain_of[q] == plan->domain_of[m->src_rank])
+    return told_wrong(err, q, "within its own domain");
+  if (plan->keeps_boxes != (box != NULL))
+    return told_wrong(err, q, "without the box the plan keeps");
+  if (box) {
+    if (box_bytes(plan, t, box, m->wire_dtype) != m->bytes)
+      return told_wrong(err, q,
+                        "whose box is outside the tensor or not its bytes");
+    if (!m->computes_scales && !inside_shard(side, s, nd, box))
+      return told_wrong(err, q, "outside the shard it reads");
+  }
+  bool plain = m->src_dtype == m->dst_dtype && !m->computes_scales;
+  if ((m->contiguous & 1) &&
+      !(plain && box && rsi_shard_box_contiguous(plan,
+                                                 m->src_kind == RSI_EP_SRC
+                                                     ? RS_SIDE_SRC
+                                                     : RS_SIDE_DST,
+                                                 m->src_index, nd, box + nd)))
+    return told_wrong(err, q, "read as one run where it is not");
+  if (slot) {
+    if (slot->rank != q || slot->round < 0 || !known_dtype(slot->dtype) ||
+        slot->dtype != m->dst_dtype || slot->bytes < m->bytes / 
+        (int64_t)rsi_dtype_size((rs_dtype)m->wire_dtype) *
+        (int64_t)rsi_dtype_size((rs_dtype)m->dst_dtype))
+      return told_wrong(err, q, "into a relay slot it cannot have");
+    if (slot_box && box_bytes(plan, t, slot_box, slot->dtype) != slot->bytes)
+      return told_wrong(err, q, "into a slot outside the tensor");
+  }
+  return RS_OK;
+}
+
 /* Append the moves told (recv, counts by rank) to the part: its own
- * shards renumbered, their boxes and slots copied. */
+ * shards renumbered, their boxes and slots copied. Every record is read
+ * whole and checked (check_told) before it is used. */
 static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
                              const size_t *counts, const shard_maps *maps,
                              rsi_err *err) {
@@ -183,6 +281,8 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
       if (w[1] != me || w[2] != q)
         return told_wrong(err, q, "that is not between the two");
       int nd = plan->tensors[w[0]].ndim;
+      if (w[4] < 0 || w[4] >= 1 << 11 || w[7] < 0 || w[7] >= 1 << 24)
+        return told_wrong(err, q, "it cannot read");
       rsi_move m = {0};
       m.tensor = (int32_t)w[0];
       m.src_rank = (int32_t)w[1];
@@ -195,7 +295,7 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
       m.route = w[4] >> 7 & 3;
       m.contiguous = w[4] >> 9 & 3;
       m.bytes = w[5];
-      m.round = (int32_t)w[6];
+      m.round = (int32_t)(w[6] & INT32_MAX);
       m.src_dtype = w[7] & 0xff;
       m.wire_dtype = w[7] >> 8 & 0xff;
       m.dst_dtype = w[7] >> 16 & 0xff;
@@ -206,7 +306,7 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
         return told_wrong(err, q, "out of a relay slot of this rank");
       if (m.src_kind > RSI_EP_RELAY || m.dst_kind == RSI_EP_SRC ||
           m.dst_kind > RSI_EP_RELAY || (m.dst_kind == RSI_EP_RELAY) != !!w[9] ||
-          m.bytes < 0 || m.round < 0)
+          (w[8] != 0 && w[8] != 1) || (w[9] != 0 && w[9] != 1))
         return told_wrong(err, q, "it cannot read");
       int side = m.src_kind == RSI_EP_SRC ? RS_SIDE_SRC : RS_SIDE_DST;
       if (w[3] < 0 || w[3] >= maps->n[side])
@@ -214,28 +314,30 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
       m.src_index = (int32_t)maps->map[side][w[3]];
       if (m.src_index < 0)
         return told_wrong(err, q, "from another rank's shard");
-      at += HEAD_WORDS;
+      const int64_t *r = w[9] ? w + HEAD_WORDS : NULL;
+      const int64_t *box = w + HEAD_WORDS + (r ? RELAY_WORDS : 0);
+      const int64_t *slot_box = r && r[5] ? box + (w[8] ? 2 * nd : 0) : NULL;
       rsi_relay slot = {0};
-      bool slot_box = false;
-      if (w[9]) {
-        const int64_t *r = recv + at;
+      if (r) {
+        if (r[0] < 0 || r[0] >= W || r[1] < 0 || r[1] > INT32_MAX ||
+            r[2] < -1 || r[3] < 1 || r[4] < 0 || r[4] > 0xff ||
+            (r[5] != 0 && r[5] != 1))
+          return told_wrong(err, q, "into a relay slot it cannot read");
         slot = (rsi_relay){(int32_t)r[0], (int32_t)r[1], -1, r[2], r[3],
                            (uint8_t)r[4]};
-        slot_box = r[5] != 0;
-        at += RELAY_WORDS;
       }
+      RSI_TRY(check_told(plan, q, &m, w, w[8] ? box : NULL, r ? &slot : NULL,
+                         slot_box, err));
+      at += told_words(plan, w, end - at);
       m.box = -1;
       if (w[8]) {
-        m.box = rsi_pool_push(&plan->boxes, recv + at, 2 * nd, err);
+        m.box = rsi_pool_push(&plan->boxes, box, 2 * nd, err);
         if (m.box < 0) return RS_ERR_NO_MEMORY;
-        at += 2 * nd;
       }
-      if (w[9]) {
-        slot.box = -1;
+      if (r) {
         if (slot_box) {
-          slot.box = rsi_pool_push(&plan->boxes, recv + at, 2 * nd, err);
+          slot.box = rsi_pool_push(&plan->boxes, slot_box, 2 * nd, err);
           if (slot.box < 0) return RS_ERR_NO_MEMORY;
-          at += 2 * nd;
         }
         m.dst_index = (int32_t)plan->nrelays;
         plan->relays[plan->nrelays++] = slot;
@@ -248,70 +350,79 @@ static rs_status append_told(rs_plan *plan, int me, const int64_t *recv,
 
 /* ---- the figures ------------------------------------------------------- */
 
-/* What every rank gives the last allgather: whether its part was made,
- * its own figures and relay staging, and (the first rank of each domain)
- * the rounds of its domain's part. */
+/* What every rank gives the allgather: its status so far, its own figures
+ * and relay staging, and (the first rank of each domain) the rounds of its
+ * domain's part; a rank that failed gives its status alone. */
 enum { STAT_WORDS = sizeof(rsi_rank_stats) / sizeof(int64_t) };
 _Static_assert(sizeof(rsi_rank_stats) % sizeof(int64_t) == 0,
                "the figures are words");
 enum { FIGURE_WORDS = 3 + STAT_WORDS }; /* status, relay, nlabels, stats */
 
-static rs_status share_refusal(rsi_transport *tp, int world, rs_status st,
-                               int64_t timeout_ms, rsi_err *err);
+/* Rank q's record of the figures (n words at w) read whole: its status,
+ * or RS_ERR_CORRUPT when it is not a record. */
+static rs_status figures_of(const int64_t *w, size_t n, int q, rsi_err *err) {
+  if (n < FIGURE_WORDS || w[2] < 0 || w[2] > INT32_MAX ||
+      n != (size_t)(FIGURE_WORDS + w[2]) || w[1] < 0)
+    return RSI_FAIL(err, RS_ERR_CORRUPT,
+                    "planning this rank's part: rank %d's figures are %zu "
+                    "words, not a record",
+                    q, n);
+  for (int64_t i = 0; i < w[2]; i++)
+    if (w[FIGURE_WORDS + i] < 0 || w[FIGURE_WORDS + i] > INT32_MAX)
+      return RSI_FAIL(err, RS_ERR_CORRUPT,
+                      "planning this rank's part: rank %d's figures name "
+                      "round %lld",
+                      q, (long long)w[FIGURE_WORDS + i]);
+  if (w[0] != RS_OK)
+    return RSI_FAIL(err, (rs_status)w[0],
+                    "rank %d could not plan its part of the plan (%s); "
+                    "the plan is made by every rank together",
+                    q, rsi_status_name((rs_status)w[0]));
+  return RS_OK;
+}
 
-static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
-                               rs_status mine, rsi_transport *tp,
-                               int64_t timeout_ms, rsi_err *err) {
-  int W = plan->world_size;
-  if (mine != RS_OK) return share_refusal(tp, W, mine, timeout_ms, err);
-  int64_t nl = first_of_domain ? plan->nrounds : 0;
-  int64_t *out = malloc((size_t)(FIGURE_WORDS + nl) * sizeof *out);
+/* Share the figures (plan NULL or mine failed: share the status alone);
+ * on success every rank's figures and the whole plan's rounds are in
+ * plan. */
+static rs_status share_figures(rs_context *ctx, rs_plan *plan,
+                               bool first_of_domain, rs_status mine,
+                               rsi_err *err) {
+  int W = ctx->world_size, me = ctx->rank;
+  int64_t nl = mine == RS_OK && first_of_domain ? plan->nrounds : 0;
+  int64_t *out = calloc((size_t)(FIGURE_WORDS + nl), sizeof *out);
   size_t *counts = malloc((size_t)W * sizeof *counts);
   if (!out || !counts) {
     free(out);
     free(counts);
     return RSI_NOMEM(err);
   }
-  out[0] = RS_OK;
-  out[1] = plan->relay_bytes[me];
-  out[2] = nl;
-  memcpy(out + 3, &plan->stats[me], sizeof plan->stats[me]);
-  for (int64_t i = 0; i < nl; i++) out[FIGURE_WORDS + i] = plan->round_labels[i];
-  void *all = NULL;
-  rs_status st = tp->control->allgatherv(
-      tp, out, (size_t)(FIGURE_WORDS + nl) * sizeof *out, &all, counts,
-      timeout_ms, err);
-  free(out);
-  if (st != RS_OK) {
-    free(counts);
-    return st;
+  out[0] = mine;
+  if (mine == RS_OK) {
+    out[1] = plan->relay_bytes[me];
+    out[2] = nl;
+    memcpy(out + 3, &plan->stats[me], sizeof plan->stats[me]);
+    for (int64_t i = 0; i < nl; i++)
+      out[FIGURE_WORDS + i] = plan->round_labels[i];
   }
+  void *all = NULL;
+  rs_status st = rsi_coll_allgatherv(
+      ctx, out, (size_t)(FIGURE_WORDS + nl) * sizeof *out, &all, counts, err);
+  free(out);
   const int64_t *w = all;
   int64_t labels = 0, at = 0;
-  for (int q = 0; q < W; q++) {
-    if (counts[q] < FIGURE_WORDS * sizeof *w ||
-        counts[q] != (size_t)(FIGURE_WORDS + w[at + 2]) * sizeof *w) {
-      st = RSI_FAIL(err, RS_ERR_INTERNAL,
-                    "planning this rank's part: rank %d's figures are "
-                    "%zu bytes",
-                    q, counts[q]);
+  for (int q = 0; st == RS_OK && q < W; q++) {
+    size_t n = counts[q] / sizeof *w;
+    if (counts[q] % sizeof *w || (st = figures_of(w + at, n, q, err)) != RS_OK)
       break;
-    }
-    if (w[at] != RS_OK) {
-      st = RSI_FAIL(err, (rs_status)w[at],
-                    "rank %d could not plan its part of the plan (%s); "
-                    "the plan is made by every rank together",
-                    q, rsi_status_name((rs_status)w[at]));
-      break;
-    }
     labels += w[at + 2];
-    at += FIGURE_WORDS + w[at + 2];
+    at += (int64_t)n;
   }
+  if (mine != RS_OK) st = RS_OK; /* this rank's own failure stands */
   int32_t *merged = NULL;
-  if (st == RS_OK &&
+  if (mine == RS_OK && st == RS_OK &&
       !(merged = malloc((size_t)(labels ? labels : 1) * sizeof *merged)))
     st = RSI_NOMEM(err);
-  if (st == RS_OK) {
+  if (mine == RS_OK && st == RS_OK) {
     int64_t k = 0;
     at = 0;
     for (int q = 0; q < W; q++) {
@@ -333,39 +444,46 @@ static rs_status share_figures(rs_plan *plan, int me, bool first_of_domain,
   return st;
 }
 
-/* What a rank gives the allgather when it has no part to show. */
-static rs_status share_refusal(rsi_transport *tp, int world, rs_status st,
-                               int64_t timeout_ms, rsi_err *err) {
-  int64_t out[FIGURE_WORDS] = {st};
-  size_t *counts = malloc((size_t)world * sizeof *counts);
-  void *all = NULL;
-  rs_status got = counts ? tp->control->allgatherv(tp, out, sizeof out, &all,
-                                                  counts, timeout_ms, err)
-                         : RS_ERR_NO_MEMORY;
-  free(all);
-  free(counts);
-  return got;
+/* Every told move's round is one of the whole plan's (known once the
+ * figures are shared): a move of another round would never run. */
+static rs_status check_rounds(const rs_plan *plan, rsi_err *err) {
+  for (int64_t i = 0; i < plan->nmoves; i++) {
+    const rsi_move *m = &plan->moves[i];
+    int32_t at = rsi_plan_public_round(plan, m->round);
+    if (at >= plan->nrounds || plan->round_labels[at] != m->round)
+      return told_wrong(err, m->dst_rank == plan->part ? m->src_rank
+                                                       : m->dst_rank,
+                        "in a round the plan does not have");
+  }
+  return RS_OK;
 }
 
 /* ---- the part ---------------------------------------------------------- */
 
-rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err) {
-  rs_context *ctx = plan->ctx;
-  rsi_transport *tp = ctx->transport;
-  int me = ctx->rank, W = plan->world_size;
+/* This rank's share of the exchange: the all-to-all of told moves, the
+ * figures, the verdict. Every rank takes part in all three whatever
+ * failed before (st, recorded in err), unless the control channel itself
+ * failed (the context is then done), so that every rank of the plan ends
+ * with the same outcome; a rank's own failure stays the one it reports.
+ * plan is NULL when the rank refused before planning. */
+static rs_status take_part(rs_context *ctx, rs_plan *plan, rs_status st,
+                           rsi_err *err) {
+  int me = ctx->rank, W = ctx->world_size;
   int32_t *dix = NULL, nd = 0;
   int64_t *told = NULL;
   shard_maps maps = {{NULL, NULL}, {0, 0}};
   void *recv = NULL;
   size_t *sc = calloc((size_t)W, sizeof *sc);
   size_t *rc = calloc((size_t)W, sizeof *rc);
-  rs_status st = made;
-  if (st == RS_OK && (!sc || !rc)) st = RSI_NOMEM(err);
+  bool first_of_domain = true;
+  if (!sc || !rc) {
+    st = st == RS_OK ? RSI_NOMEM(err) : st;
+    goto out; /* no exchange without memory: the peers time out */
+  }
   if (st == RS_OK && !(dix = malloc((size_t)W * sizeof *dix)))
     st = RSI_NOMEM(err);
   if (st == RS_OK && !rsi_plan_number_domains(plan, dix, NULL, &nd))
     st = RSI_NOMEM(err);
-  bool first_of_domain = true;
   for (int q = 0; st == RS_OK && q < me; q++)
     if (dix[q] == dix[me]) first_of_domain = false;
   if (st == RS_OK) st = pack_told(plan, me, dix, &told, sc, err);
@@ -374,38 +492,29 @@ rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err) {
     if (!(maps.map[k] = own_shard_index(&plan->side[k], me, err)))
       st = RS_ERR_NO_MEMORY;
   }
-  if (st != RS_OK && sc) memset(sc, 0, (size_t)W * sizeof *sc);
-  /* Every rank takes part in both collectives, also one whose own part
-   * failed: it tells nothing, and says so with its figures; its own
-   * error stays the one it reports. */
-  rs_status shared = RS_ERR_NO_MEMORY;
-  rsi_err scratch = {0};
-  if (sc && rc) {
-    rsi_sigpipe_hold h; /* the collectives write to peers */
-    rsi_sigpipe_hold_begin(&h);
-    shared = tp->control->alltoallv(tp, told ? (void *)told : (void *)sc, sc,
-                                    &recv, rc, ctx->timeout_ms,
-                                    st == RS_OK ? err : &scratch);
-    if (st == RS_OK && shared == RS_OK)
-      st = rsi_plan_keep_part(plan, me, err);
-    if (st == RS_OK && shared == RS_OK)
-      st = append_told(plan, me, recv, rc, &maps, err);
-    if (st == RS_OK && shared == RS_OK) {
-      memset(plan->stats, 0, (size_t)W * sizeof *plan->stats);
-      st = rsi_plan_regroup(plan, err);
-    }
-    if (shared == RS_OK)
-      shared = share_figures(plan, me, first_of_domain, st, tp,
-                             ctx->timeout_ms, st == RS_OK ? err : &scratch);
-    rsi_sigpipe_hold_end(&h);
+  if (st != RS_OK) memset(sc, 0, (size_t)W * sizeof *sc);
+  rsi_err scratch = {0}; /* what fails after this rank's own failure */
+  rs_status got = rsi_coll_alltoallv(ctx, told ? (void *)told : (void *)sc,
+                                     sc, &recv, rc,
+                                     st == RS_OK ? err : &scratch);
+  if (st == RS_OK) st = got;
+  if (ctx->failed) goto out;
+  if (st == RS_OK) st = rsi_plan_keep_part(plan, me, err);
+  if (st == RS_OK) st = append_told(plan, me, recv, rc, &maps, err);
+  if (st == RS_OK) {
+    memset(plan->stats, 0, (size_t)W * sizeof *plan->stats);
+    st = rsi_plan_regroup(plan, err);
   }
-  if (shared == RS_ERR_TIMEOUT || shared == RS_ERR_TRANSPORT)
-    rsi_context_fail(ctx);
-  if (st == RS_OK) st = shared;
+  got = share_figures(ctx, plan, first_of_domain, st,
+                      st == RS_OK ? err : &scratch);
+  if (st == RS_OK) st = got;
+  if (ctx->failed) goto out;
   if (st == RS_OK) {
     plan->part = me;
-    plan->domain_part = false; /* it runs, with the others' parts */
+    st = check_rounds(plan, err);
   }
+  st = rsi_coll_verdict(ctx, st, "rs_plan_create (per-rank planning)", err);
+out:
   free(sc);
   free(rc);
   free(dix);
@@ -416,26 +525,15 @@ rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err) {
   return st;
 }
 
-rs_status rsi_plan_rank_refused(rs_context *ctx, rs_status refused) {
-  rsi_transport *tp = ctx->transport;
-  int W = ctx->world_size;
-  size_t *sc = calloc((size_t)W, sizeof *sc), *rc = malloc((size_t)W * sizeof *rc);
-  void *recv = NULL;
-  rsi_err scratch = {0}; /* the refusal stays this rank's error */
-  rs_status shared = RS_ERR_NO_MEMORY;
-  if (sc && rc) {
-    rsi_sigpipe_hold h;
-    rsi_sigpipe_hold_begin(&h);
-    shared = tp->control->alltoallv(tp, sc, sc, &recv, rc, ctx->timeout_ms,
-                                    &scratch);
-    if (shared == RS_OK)
-      shared = share_refusal(tp, W, refused, ctx->timeout_ms, &scratch);
-    rsi_sigpipe_hold_end(&h);
+rs_status rsi_plan_rank_part(rs_plan *plan, rs_status made, rsi_err *err) {
+  rs_status st = take_part(plan->ctx, plan, made, err);
+  if (st == RS_OK) {
+    plan->part = plan->ctx->rank;
+    plan->domain_part = false; /* it runs, with the others' parts */
   }
-  if (shared == RS_ERR_TIMEOUT || shared == RS_ERR_TRANSPORT)
-    rsi_context_fail(ctx);
-  free(sc);
-  free(rc);
-  free(recv);
-  return refused;
+  return st;
+}
+
+rs_status rsi_plan_rank_refused(rs_context *ctx, rs_status refused) {
+  return take_part(ctx, NULL, refused, ctx->err);
 }

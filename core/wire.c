@@ -314,6 +314,26 @@ static rs_status decode_each(rs_layout *l, const void *bytes,
   return RS_OK;
 }
 
+rs_status rsi_wire_decode_fresh(rs_context *ctx, const void *bytes,
+                                const size_t *counts, int n, rs_layout **out,
+                                rsi_err *err) {
+  *out = NULL;
+  rs_layout *fresh = NULL;
+  RSI_TRY(rsi_layout_create(ctx, &fresh));
+  rs_status st = decode_each(fresh, bytes, counts, n, false, err);
+  if (st != RS_OK) {
+    rsi_layout_destroy(fresh);
+    return st;
+  }
+  *out = fresh;
+  return RS_OK;
+}
+
+void rsi_wire_replace(rs_layout *l, rs_layout *fresh) {
+  swap_contents(l, fresh);
+  rsi_layout_destroy(fresh);
+}
+
 rs_status rsi_wire_merge(rs_layout *l, const void *bytes, const size_t *counts,
                          int n, bool from_any, rsi_err *err) {
   if (from_any) { /* added to what l holds: decode in place, undo on failure */
@@ -322,10 +342,8 @@ rs_status rsi_wire_merge(rs_layout *l, const void *bytes, const size_t *counts,
     if (st != RS_OK) rsi_layout_roll_back(l, &mark);
     return st;
   }
-  rs_layout *merged = NULL; /* replaces what l holds */
-  RSI_TRY(rsi_layout_create(l->ctx, &merged));
-  rs_status st = decode_each(merged, bytes, counts, n, false, err);
-  if (st == RS_OK) swap_contents(l, merged);
-  rsi_layout_destroy(merged);
-  return st;
+  rs_layout *fresh;
+  RSI_TRY(rsi_wire_decode_fresh(l->ctx, bytes, counts, n, &fresh, err));
+  rsi_wire_replace(l, fresh);
+  return RS_OK;
 }

@@ -49,4 +49,13 @@ rs_status rsi_wire_merge(rs_layout *layout, const void *bytes,
                          const size_t *counts, int n, bool from_any,
                          rsi_err *err);
 
+/* rsi_wire_merge's replacing half in two steps, for a caller that must
+ * learn whether its peers decoded theirs before it changes anything: the
+ * encodings decoded into a fresh layout of ctx (*out), then that layout's
+ * contents put in place of l's (fresh is destroyed). */
+rs_status rsi_wire_decode_fresh(rs_context *ctx, const void *bytes,
+                                const size_t *counts, int n, rs_layout **out,
+                                rsi_err *err);
+void rsi_wire_replace(rs_layout *l, rs_layout *fresh);
+
 #endif
