@@ -140,6 +140,10 @@ typedef struct mpi_transport {
   op_group groups[GROUPS];
   MPI_Request notice_req; /* the standing receive of notices */
   unsigned char notice_buf[RSI_NOTICE_BYTES];
+  /* A notice that a collective's wait found (notice_from sent it): kept
+   * for mpi_poll_notice, which hands it on before receiving another. */
+  bool notice_held;
+  int notice_from;
   bool integrity;
   bool broken; /* a collective was abandoned: the communicator is unusable */
   /* Operations were abandoned: peers may still send on the communicator,
@@ -598,16 +602,26 @@ static rs_status mpi_notify(rsi_transport *t, int to, const void *msg,
   return RS_OK;
 }
 
-static bool mpi_poll_notice(rsi_transport *t, int *from, void *buf,
-                            size_t cap) {
-  mpi_transport *mt = (mpi_transport *)t;
+/* Whether a notice has arrived (held until mpi_poll_notice takes it). */
+static bool notice_arrived(mpi_transport *mt) {
+  if (mt->notice_held) return true;
   if (mt->notice_req == MPI_REQUEST_NULL) return false;
   int done = 0;
   MPI_Status status;
   if (MPI_Test(&mt->notice_req, &done, &status) != MPI_SUCCESS || !done)
     return false;
-  *from = status.MPI_SOURCE;
+  mt->notice_held = true;
+  mt->notice_from = status.MPI_SOURCE;
+  return true;
+}
+
+static bool mpi_poll_notice(rsi_transport *t, int *from, void *buf,
+                            size_t cap) {
+  mpi_transport *mt = (mpi_transport *)t;
+  if (!notice_arrived(mt)) return false;
+  *from = mt->notice_from;
   memcpy(buf, mt->notice_buf, cap < RSI_NOTICE_BYTES ? cap : RSI_NOTICE_BYTES);
+  mt->notice_held = false;
   if (MPI_Irecv(mt->notice_buf, RSI_NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE,
                 NOTICE_TAG, mt->comm, &mt->notice_req) != MPI_SUCCESS)
     mt->notice_req = MPI_REQUEST_NULL;
@@ -622,7 +636,9 @@ static void mpi_abandon(rsi_transport *t) {
   drop_groups(mt, all, GROUPS);
 }
 
-/* Wait for one request, polling, up to the timeout. */
+/* Wait for one request of a collective, polling, up to the timeout. A
+ * notice (a peer gave up, and will not take part) ends the wait at once,
+ * as a timeout would: the collective stays posted. */
 static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
                           int64_t timeout_ms, const char *what, rsi_err *err) {
   int64_t deadline = now_ms() + timeout_ms;
@@ -631,6 +647,12 @@ static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return mpi_fail(err, rc, what);
     if (done) return RS_OK;
+    if (notice_arrived(mt)) {
+      return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                      "rank %d: rank %d gave up on this context (a notice "
+                      "came) while %s waited for it; the context is done",
+                      mt->rank, mt->notice_from, what);
+    }
     if (now_ms() >= deadline)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "rank %d: %s did not complete within %lld ms: some rank "
@@ -640,24 +662,26 @@ static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
   }
 }
 
-/* A collective that timed out stays posted: MPI may still write into its
- * buffers, so they are left allocated (leaked, deliberately) and the
- * transport refuses further collectives. */
+/* A collective that timed out, or was given up for a notice or an error,
+ * may stay posted: MPI may still write into its buffers, so they are left
+ * allocated (leaked, deliberately) and the transport refuses further
+ * collectives. */
 static rs_status collective_usable(const mpi_transport *mt, rsi_err *err) {
   if (!mt->broken) return RS_OK;
   return RSI_FAIL(err, RS_ERR_TRANSPORT,
-                  "rank %d: an earlier collective timed out; this context "
-                  "cannot exchange any more",
+                  "rank %d: an earlier collective did not complete; this "
+                  "context cannot exchange any more",
                   mt->rank);
 }
 
 /* The n buffers of a collective that ended with st: freed, or buried with
- * the collective when it timed out. */
+ * the collective when it did not complete. */
 static rs_status collective_end(mpi_transport *mt, rs_status st, void **bufs,
                                 int n) {
-  if (st == RS_ERR_TIMEOUT) mt->broken = true;
+  bool posted = st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT;
+  if (posted) mt->broken = true;
   for (int i = 0; i < n; i++) {
-    if (st == RS_ERR_TIMEOUT)
+    if (posted)
       bury(mt, bufs[i]);
     else
       free(bufs[i]);
