@@ -25,6 +25,11 @@ rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                         void *ptr, size_t bytes, int memory, int device) {
   rsi_err *err = plan->ctx->err;
   int want = plan->ctx->engine->ops->memory;
+  if (rsi_exec_in_flight(plan))
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "an execution of this plan is in flight: its buffers "
+                    "stay bound until it ended (rs_plan_wait, or "
+                    "rs_plan_test saying done); nothing was changed");
   if (memory != RSI_MEMORY_HOST && memory != RSI_MEMORY_CUDA)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "memory kind %d is neither RS_MEMORY_HOST nor "
@@ -202,12 +207,45 @@ int64_t rsi_exec_staging(const rs_plan *plan, int rank) {
   return plan->exec ? rsi_driver_staging(plan->exec->driver, rank) : -1;
 }
 
+bool rsi_exec_in_flight(const rs_plan *plan) {
+  const struct rsi_exec *x = plan->exec;
+  return x && (x->phase != PHASE_IDLE || x->undrained);
+}
+
+static rs_status wait_execution(rs_plan *plan);
+
 void rsi_exec_release(rs_plan *plan) {
   struct rsi_exec *x = plan->exec;
   if (!x) return;
-  rsi_driver_destroy(x->driver, plan->ctx);
-  rsi_exchange_free(&x->greeting);
-  free(x);
+  rs_context *ctx = plan->ctx;
+  if (rsi_exec_in_flight(plan)) {
+    /* Destroyed in flight: the execution is waited for, within the
+     * timeout as every wait is; if it fails, the context is done (its
+     * peers were told) and the caller's next call on it says why. */
+    rsi_sigpipe_hold h;
+    rsi_sigpipe_hold_begin(&h);
+    wait_execution(plan);
+    rsi_sigpipe_hold_end(&h);
+    if (ctx->running == plan) { /* never left behind for a freed plan */
+      RSI_FAIL(ctx->err, RS_ERR_INTERNAL,
+               "a plan was destroyed while its execution could not end");
+      rsi_context_fail(ctx);
+      ctx->running = NULL;
+    }
+  }
+  rsi_driver_destroy(x->driver, ctx);
+  rsi_transport *tp = ctx->transport;
+  if (ctx->failed && tp && tp->ops->adopt) {
+    /* Abandoned records may still be read (x's own words) or written
+     * (what it receives into): the transport keeps their memory. */
+    tp->ops->adopt(tp, x->greeting.in);
+    x->greeting.in = NULL;
+    rsi_exchange_free(&x->greeting);
+    tp->ops->adopt(tp, x);
+  } else {
+    rsi_exchange_free(&x->greeting);
+    free(x);
+  }
   plan->exec = NULL;
 }
 

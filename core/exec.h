@@ -28,7 +28,15 @@ void rsi_context_abort(rs_context *ctx);
  * yet, or the rank takes no part); for tests of the staging promise. */
 int64_t rsi_exec_staging(const rs_plan *plan, int rank);
 
-/* Free what executions of the plan kept (from rsi_plan_destroy). */
+/* Whether an execution of the plan has not ended: started and not yet
+ * seen done, or done on the host with its queue (a CUDA stream) not yet
+ * known to have reached its end. */
+bool rsi_exec_in_flight(const rs_plan *plan);
+
+/* Free what executions of the plan kept, before the plan is destroyed
+ * (rs_plan_destroy). An execution in flight is first waited for, within
+ * the timeout; if it fails, the context is done. Records that a failed
+ * execution left posted keep their memory (the transport adopts it). */
 void rsi_exec_release(rs_plan *plan);
 
 #endif

@@ -37,7 +37,6 @@
 #include <string.h>
 
 #include "box.h"
-#include "exec.h"
 #include "box_tree.h"
 #include "dtype.h"
 #include "grow.h"
@@ -2382,7 +2381,6 @@ void rsi_plan_destroy(rs_plan *plan) {
   free(plan->relay_bytes);
   free(plan->round_labels);
   free(plan->peers);
-  rsi_exec_release(plan);
   free(plan->stats);
   free(plan->domain_of);
   rsi_context_unref(plan->ctx);

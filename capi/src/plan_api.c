@@ -12,7 +12,11 @@ rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
   return rsi_plan_create(src, dst, out);
 }
 
-void rs_plan_destroy(rs_plan *plan) { rsi_plan_destroy(plan); }
+void rs_plan_destroy(rs_plan *plan) {
+  if (!plan) return;
+  rsi_exec_release(plan); /* an execution in flight ends first */
+  rsi_plan_destroy(plan);
+}
 
 rs_status rs_plan_stat(const rs_plan *plan, int rank, rs_stat stat,
                        int64_t *value) {

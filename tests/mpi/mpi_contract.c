@@ -377,6 +377,60 @@ done:
   a2a_close(&a);
 }
 
+/* A plan whose execution is in flight: a rebind is refused and changes
+ * nothing; destroying the plan waits for the execution, which delivers;
+ * the context then runs another plan (the second is made before, so the
+ * destroy happens with no collective between). */
+static void case_in_flight(hcase *c) {
+  hmodel m;
+  h_model_init(&m);
+  h_a2a(&m, "w", RS_DTYPE_I32, 64, 0);
+  rs_context *ctx = NULL;
+  rs_layout *src = NULL, *dst = NULL;
+  rs_plan *plan = NULL, *next = NULL;
+  hbufs sb, db;
+  h_bufs_alloc(&m, RS_SIDE_SRC, &sb);
+  h_bufs_alloc(&m, RS_SIDE_DST, &db);
+  if (!h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context") ||
+      !h_ok(c, rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES, 65536), ctx,
+            "staging") ||
+      !h_ok(c, h_layout(ctx, &m, RS_SIDE_SRC, H_GLOBAL, &src), ctx, "source") ||
+      !h_ok(c, h_layout(ctx, &m, RS_SIDE_DST, H_GLOBAL, &dst), ctx,
+            "destination") ||
+      !h_ok(c, rs_plan_create(src, dst, &plan), ctx, "plan") ||
+      !h_ok(c, rs_plan_create(src, dst, &next), ctx, "second plan") ||
+      !h_ok(c, h_bind(plan, &m, RS_SIDE_SRC, &sb), ctx, "bind") ||
+      !h_ok(c, h_bind(plan, &m, RS_SIDE_DST, &db), ctx, "bind") ||
+      !h_all_ok(c))
+    goto done;
+  h_fill(&m, &sb, 1);
+  h_poison(&db);
+  unsigned char spare[16];
+  if (h_ok(c, rs_plan_execute_async(plan, NULL), ctx, "execute_async")) {
+    h_status(c, rs_plan_bind(plan, RS_SIDE_DST, h_rank, 0, spare, sizeof spare),
+             RS_ERR_INVALID_ARGUMENT, ctx, "a rebind in flight");
+    rs_plan_destroy(plan); /* waits for the execution */
+    plan = NULL;
+    h_check(c, &m, &db, 1);
+  }
+  if (!h_all_ok(c)) goto done;
+  h_fill(&m, &sb, 2);
+  h_poison(&db);
+  if (h_ok(c, h_bind(next, &m, RS_SIDE_SRC, &sb), ctx, "bind") &&
+      h_ok(c, h_bind(next, &m, RS_SIDE_DST, &db), ctx, "bind") &&
+      h_ok(c, rs_plan_execute(next), ctx, "the next plan after a destroy"))
+    h_check(c, &m, &db, 2);
+done:
+  rs_plan_destroy(plan);
+  rs_plan_destroy(next);
+  rs_layout_destroy(src);
+  rs_layout_destroy(dst);
+  rs_context_destroy(ctx);
+  h_bufs_free(&sb);
+  h_bufs_free(&db);
+  h_model_free(&m);
+}
+
 int main(int argc, char **argv) {
   h_init(&argc, &argv);
   const char *mode = argc > 1 ? argv[1] : "";
@@ -396,11 +450,15 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "refusals")) {
     for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++)
       h_run_case(&refusals[i]);
+  } else if (!strcmp(mode, "in_flight")) {
+    h_run_case(&(hcase_def){"in_flight", case_in_flight});
   } else if (!strcmp(mode, "done_after_timeout")) {
     h_run_case(&(hcase_def){"done_after_timeout", case_done_after_timeout});
   } else {
     if (h_rank == 0)
-      fprintf(stderr, "usage: %s unread_replica|refusals|done_after_timeout\n",
+      fprintf(stderr,
+              "usage: %s unread_replica|refusals|in_flight|"
+              "done_after_timeout\n",
               argv[0]);
     MPI_Finalize();
     return 2;

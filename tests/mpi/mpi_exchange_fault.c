@@ -60,7 +60,7 @@ static void timed(outcome *o, int call, rs_status st, double t0) {
  * bf16 matrix held by two ranks and wanted whole by every rank. */
 static void build_model(hmodel *m) {
   h_model_init(m);
-  h_a2a(m, "a2a", RS_DTYPE_I32, 8, 0);
+  h_a2a(m, "a2a", RS_DTYPE_I32, 96, 0);
   int64_t shape[2] = {24, 10};
   int t = h_tensor(m, "fanout", RS_DTYPE_BF16, 2, shape);
   int64_t top[2] = {0, 0}, half[2] = {12, 10}, bottom[2] = {12, 0};
@@ -87,7 +87,7 @@ static void trial(const hmodel *m, int victim, int nth, int64_t bit,
   rs_context_set_param(ctx, RS_PARAM_PLAN_PART, h_rank);
   rs_context_set_param(ctx, RS_PARAM_ROUNDS, RS_ROUNDS_BY_DOMAIN_PAIR);
   rs_context_set_param(ctx, RS_PARAM_INTEGRITY, 1);
-  rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES, 4096);
+  rs_context_set_param(ctx, RS_PARAM_STAGING_BYTES, 65536);
   rs_layout *side[2] = {NULL, NULL};
   rs_plan *plan = NULL;
   hbufs b[2];

@@ -76,6 +76,50 @@ Test(async, one_execution_in_flight_per_context) {
   rh_fini(&h);
 }
 
+/* Rebinding a buffer of a plan whose execution is in flight is refused and
+ * changes nothing: the bytes land in the buffer bound when it started. */
+Test(async, rebind_in_flight_is_refused) {
+  rh h;
+  ready(&h, "rebind_in_flight_is_refused");
+  size_t n = h.size[1][1][0];
+  unsigned char *other = malloc(n);
+  memset(other, 0x5A, n);
+  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
+  cr_assert_eq(rs_plan_bind(h.plan, RS_SIDE_DST, 1, 0, other, n),
+               RS_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(rs_context_last_error(h.ctx), "in flight"), "%s",
+            rs_context_last_error(h.ctx));
+  cr_assert_eq(rs_plan_bind(h.plan, RS_SIDE_SRC, 0, 0, other, 1),
+               RS_ERR_INVALID_ARGUMENT, "a too-small rebind unbinds nothing");
+  cr_assert_eq(rs_plan_wait(h.plan), RS_OK, "%s", rs_context_last_error(h.ctx));
+  rh_check_destinations(&h);
+  for (size_t i = 0; i < n; i++) cr_assert_eq(other[i], 0x5A);
+  /* once it ended, rebinding works again */
+  cr_assert_eq(rs_plan_bind(h.plan, RS_SIDE_DST, 1, 0, other, n), RS_OK);
+  cr_assert_eq(rs_plan_bind(h.plan, RS_SIDE_DST, 1, 0, h.buf[1][1][0], n),
+               RS_OK);
+  free(other);
+  rh_fini(&h);
+}
+
+/* A plan destroyed while its execution is in flight: the execution ends
+ * first, and the context takes the next execution of another plan. */
+Test(async, destroy_in_flight_waits_for_the_execution) {
+  rh h;
+  ready(&h, "destroy_in_flight_waits_for_the_execution");
+  rs_plan *other = NULL;
+  cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &other), RS_OK);
+  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
+  rs_plan_destroy(h.plan);
+  h.plan = other;
+  rh_check_destinations(&h); /* the first execution delivered */
+  rh_alloc_bind(&h, 0);
+  cr_assert_eq(rs_plan_execute(other), RS_OK, "%s",
+               rs_context_last_error(h.ctx));
+  rh_check_destinations(&h);
+  rh_fini(&h);
+}
+
 Test(async, host_context_takes_no_queue) {
   rh h;
   ready(&h, "host_context_takes_no_queue");
