@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sigpipe.h"
 #include "transport/transport.h"
@@ -43,6 +44,7 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->copy_threads = 1;
   ctx->culprit = ctx->cause_rank = -1;
   rsi_coll_fault_from_env(&ctx->fault_flip_nth, &ctx->fault_flip_bit);
+  ctx->pid = getpid();
   atomic_init(&ctx->aborted, false);
   if (transport && transport->engine) {
     ctx->engine = transport->engine;
@@ -68,7 +70,10 @@ void rsi_context_unref(rs_context *ctx) {
   if (!ctx) return;
   if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
     return;
-  if (ctx->transport) { /* which may still talk to peers */
+  if (ctx->transport && rsi_context_inherited(ctx)) {
+    /* the parent's engine (an MPI communicator, NCCL's): not ours to
+     * close; only this process's copy of the memory goes */
+  } else if (ctx->transport) { /* which may still talk to peers */
     rsi_sigpipe_hold h;
     rsi_sigpipe_hold_begin(&h);
     ctx->transport->ops->destroy(ctx->transport);
@@ -230,7 +235,18 @@ void rsi_context_fail(rs_context *ctx) {
   ctx->failure[n] = '\0';
 }
 
+bool rsi_context_inherited(const rs_context *ctx) {
+  return ctx->rank != RS_ALL_RANKS && ctx->pid != getpid();
+}
+
 rs_status rsi_context_usable(rs_context *ctx) {
+  if (rsi_context_inherited(ctx))
+    return RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,
+                    "this context between processes was made by process "
+                    "%ld, which forked this one: its peers talk to that "
+                    "process, so it cannot be used here; destroy it and "
+                    "make a new one in this process",
+                    (long)ctx->pid);
   if (!ctx->failed &&
       atomic_load_explicit(&ctx->aborted, memory_order_acquire)) {
     RSI_FAIL(ctx->err, RS_ERR_TRANSPORT,

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -47,6 +48,9 @@ struct rs_context {
    * fault that RESHARD_FAULT_FLIP_COLLECTIVE asks of them (0: none). */
   uint64_t collectives;
   int64_t fault_flip_nth, fault_flip_bit;
+  /* The process the context serves: the one that made it, or for an
+   * in-process context the child of fork() that last used it. */
+  pid_t pid;
   /* The detail of the last failure. Out of line, so that calls taking a
    * const context can still record why they refused. */
   rsi_err *err;
@@ -93,8 +97,14 @@ rs_status rsi_context_get_param(const rs_context *ctx, rs_param param,
                                 int64_t *value);
 
 /* RS_ERR_TRANSPORT, with the reason, once a transfer or exchange failed
- * part-way on this context (fail-stop). */
+ * part-way on this context (fail-stop), or when a context between
+ * processes is used in a child of fork() of the process that made it (its
+ * peers talk to that process). */
 rs_status rsi_context_usable(rs_context *ctx);
+
+/* A context between processes inherited through fork(): it belongs to
+ * the parent, so the child neither uses nor tears down its engine. */
+bool rsi_context_inherited(const rs_context *ctx);
 
 /* The context is done: keep the message recorded last as the reason. */
 void rsi_context_fail(rs_context *ctx);

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "exec_guard.h"
@@ -21,10 +22,13 @@ static const char *memory_name(int memory) {
   return memory == RSI_MEMORY_HOST ? "host" : "CUDA device";
 }
 
+static rs_status settle_fork(rs_plan *plan);
+
 rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                         void *ptr, size_t bytes, int memory, int device) {
   rsi_err *err = plan->ctx->err;
   int want = plan->ctx->engine->ops->memory;
+  RSI_TRY(settle_fork(plan));
   if (rsi_exec_in_flight(plan))
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "an execution of this plan is in flight: its buffers "
@@ -190,6 +194,9 @@ struct rsi_exec {
   /* A queued execution ended (everything enqueued) but its queue may not
    * have reached its end yet. */
   bool undrained;
+  /* It was in flight in the parent when this process forked; the child
+   * did not inherit the thread running it (settle_fork). */
+  bool orphaned;
   rsi_exchange greeting;
 };
 
@@ -207,6 +214,37 @@ int64_t rsi_exec_staging(const rs_plan *plan, int rank) {
   return plan->exec ? rsi_driver_staging(plan->exec->driver, rank) : -1;
 }
 
+/* The first call on a plan in a child of fork(): an in-process context
+ * serves the child from now on, and the execution that was in flight in
+ * the parent (on a thread the child does not have) is over here, reported
+ * once by the next test or wait. A context between processes belongs to
+ * the parent: every call refuses (rsi_context_usable). */
+static rs_status settle_fork(rs_plan *plan) {
+  rs_context *ctx = plan->ctx;
+  if (ctx->pid == getpid()) return RS_OK;
+  if (between_processes(plan)) return rsi_context_usable(ctx);
+  ctx->pid = getpid();
+  rs_plan *r = ctx->running;
+  if (r && r->exec) {
+    r->exec->phase = PHASE_IDLE;
+    r->exec->undrained = false;
+    r->exec->orphaned = true;
+    ctx->transport->ops->abandon(ctx->transport); /* its posted messages */
+  }
+  ctx->running = NULL;
+  return RS_OK;
+}
+
+/* A test or wait on an execution that the fork left behind. */
+static rs_status orphan_ended(rs_plan *plan) {
+  plan->exec->orphaned = false;
+  return RSI_FAIL(plan->ctx->err, RS_ERR_TRANSPORT,
+                  "this plan's execution was in flight in the parent when "
+                  "this process forked, and does not go on in this child: "
+                  "its destination buffers here may hold part of it; "
+                  "execute the plan again");
+}
+
 bool rsi_exec_in_flight(const rs_plan *plan) {
   const struct rsi_exec *x = plan->exec;
   return x && (x->phase != PHASE_IDLE || x->undrained);
@@ -218,7 +256,8 @@ void rsi_exec_release(rs_plan *plan) {
   struct rsi_exec *x = plan->exec;
   if (!x) return;
   rs_context *ctx = plan->ctx;
-  if (rsi_exec_in_flight(plan)) {
+  settle_fork(plan);
+  if (rsi_exec_in_flight(plan) && !rsi_context_inherited(ctx)) {
     /* Destroyed in flight: the execution is waited for, within the
      * timeout as every wait is; if it fails, the context is done (its
      * peers were told) and the caller's next call on it says why. */
@@ -235,7 +274,7 @@ void rsi_exec_release(rs_plan *plan) {
   }
   rsi_driver_destroy(x->driver, ctx);
   rsi_transport *tp = ctx->transport;
-  if (ctx->failed && tp && tp->ops->adopt) {
+  if ((ctx->failed || rsi_context_inherited(ctx)) && tp && tp->ops->adopt) {
     /* Abandoned records may still be read (x's own words) or written
      * (what it receives into): the transport keeps their memory. */
     tp->ops->adopt(tp, x->greeting.in);
@@ -439,6 +478,7 @@ static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
 static rs_status test_execution(rs_plan *plan, int *done) {
   *done = 1;
   if (!plan->exec) return RS_OK;
+  if (plan->exec->orphaned) return orphan_ended(plan);
   if (plan->exec->phase == PHASE_IDLE) {
     rs_status st = drain(plan, false);
     *done = !plan->exec->undrained;
@@ -452,6 +492,7 @@ static rs_status test_execution(rs_plan *plan, int *done) {
 
 static rs_status wait_execution(rs_plan *plan) {
   if (!plan->exec) return RS_OK;
+  if (plan->exec->orphaned) return orphan_ended(plan);
   while (plan->exec->phase != PHASE_IDLE) {
     bool finished, progress;
     rs_status st = step_once(plan, &finished, &progress);
@@ -466,9 +507,10 @@ static rs_status wait_execution(rs_plan *plan) {
 typedef enum { CALL_START, CALL_TEST, CALL_WAIT, CALL_RUN } exec_call;
 
 static rs_status held(exec_call call, rs_plan *plan, void *queue, int *done) {
+  rs_status st = settle_fork(plan);
+  if (st != RS_OK) return st;
   rsi_sigpipe_hold h;
   rsi_sigpipe_hold_begin(&h);
-  rs_status st = RS_OK;
   switch (call) {
     case CALL_START: st = start_execution(plan, queue); break;
     case CALL_TEST: st = test_execution(plan, done); break;

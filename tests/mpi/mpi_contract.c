@@ -19,6 +19,9 @@
  * Plain C + MPI on the harness (mpi_harness.h). */
 #include "mpi_harness.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "rt_value.h"
 
 #include <stdio.h>
@@ -431,6 +434,35 @@ done:
   h_model_free(&m);
 }
 
+/* A child of fork() holds a copy of an MPI context: every call on it is
+ * refused with a status naming the fork, and destroying it there touches
+ * no MPI (the parent's context keeps working). */
+static void case_forked_child(hcase *c) {
+  rs_context *ctx = NULL;
+  rs_layout *l = NULL;
+  if (!h_ok(c, h_context(MPI_COMM_WORLD, 5000, &ctx), NULL, "context") ||
+      !h_ok(c, rs_layout_create(ctx, &l), ctx, "layout"))
+    goto done;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rs_status st = rs_layout_allgather(l);
+    int ok = st == RS_ERR_TRANSPORT &&
+             strstr(rs_context_last_error(ctx), "forked") != NULL;
+    rs_layout_destroy(l);
+    rs_context_destroy(ctx);
+    _exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  EXPECT(c, pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0,
+         "the child's calls on the parent's context (status %d)", status);
+  h_ok(c, rs_layout_allgather(l), ctx, "the parent's allgather after a fork");
+done:
+  rs_layout_destroy(l);
+  rs_context_destroy(ctx);
+}
+
 int main(int argc, char **argv) {
   h_init(&argc, &argv);
   const char *mode = argc > 1 ? argv[1] : "";
@@ -452,6 +484,7 @@ int main(int argc, char **argv) {
       h_run_case(&refusals[i]);
   } else if (!strcmp(mode, "in_flight")) {
     h_run_case(&(hcase_def){"in_flight", case_in_flight});
+    h_run_case(&(hcase_def){"forked_child", case_forked_child});
   } else if (!strcmp(mode, "done_after_timeout")) {
     h_run_case(&(hcase_def){"done_after_timeout", case_done_after_timeout});
   } else {
