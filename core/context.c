@@ -17,6 +17,19 @@
 
 #define MIB ((int64_t)1 << 20)
 
+/* RESHARD_TIMEOUT_MS: the first RS_PARAM_TIMEOUT_MS of every context (a
+ * transport module's creation waits as long for its peers); 60 s when
+ * unset or out of the parameter's bounds. */
+static int64_t timeout_from_env(void) {
+  const char *v = getenv("RESHARD_TIMEOUT_MS");
+  int64_t lo = 0, hi = 0;
+  if (!v || !v[0] || rsi_param_bounds(RS_PARAM_TIMEOUT_MS, &lo, &hi, NULL))
+    return 60000;
+  char *end;
+  long long ms = strtoll(v, &end, 10);
+  return !*end && ms >= lo && ms <= hi ? (int64_t)ms : 60000;
+}
+
 rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
                              struct rsi_transport *transport,
                              rs_context **out) {
@@ -38,7 +51,7 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   for (int r = 0; r < world_size; r++) domains[r] = r;
   ctx->staging_bytes = 256 * MIB;
   ctx->slice_bytes = 4 * MIB;
-  ctx->timeout_ms = 60000;
+  ctx->timeout_ms = timeout_from_env();
   ctx->plan_part = -1;
   ctx->plan_boxes = 1;
   ctx->copy_threads = 1;

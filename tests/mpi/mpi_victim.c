@@ -49,6 +49,9 @@
  *                     first fingerprint message
  *   corrupt_unchecked the same with integrity off: the flipped bit lands
  *                     in a destination unnoticed (what the setting is for)
+ *   dies_before_context the victim exits before rs_context_create_mpi;
+ *                     the others' creation must fail within
+ *                     RESHARD_TIMEOUT_MS (set to T) plus 1 s
  *
  * Each rank that is alive at the end prints one line
  *   FAULT-PASS mode=.. rank=.. status=.. elapsed_ms=.. second=..
@@ -355,6 +358,25 @@ static void teardown(run *r) {
   h_model_free(&r->m);
 }
 
+/* The victim never makes its context: the others' creation gives up. */
+static int dies_before_context(void) {
+  if (h_rank == victim) _exit(0);
+  char ms[32];
+  snprintf(ms, sizeof ms, "%lld", (long long)timeout_ms);
+  setenv("RESHARD_TIMEOUT_MS", ms, 1);
+  rs_context *ctx = NULL;
+  double t0 = now_ms();
+  rs_status st = rs_context_create_mpi(MPI_COMM_WORLD, &ctx);
+  double elapsed = now_ms() - t0;
+  bool ok = st == RS_ERR_TIMEOUT && elapsed < (double)timeout_ms + 1000;
+  printf("FAULT-%s mode=%s rank=%d status=%s elapsed_ms=%.0f: %s\n",
+         ok ? "PASS" : "FAIL", mode, h_rank, rs_status_name(st), elapsed,
+         st == RS_OK ? "a context without the victim" : rs_last_error());
+  fflush(stdout);
+  rs_context_destroy(ctx);
+  _exit(0); /* MPI_Finalize would wait for the victim */
+}
+
 int main(int argc, char **argv) {
   h_init(&argc, &argv);
   mode = argc > 1 ? argv[1] : "";
@@ -380,7 +402,8 @@ int main(int argc, char **argv) {
                                 "other_layout", "other_declaration",
                                 "other_integrity", "corrupt", "corrupt_direct",
                                 "corrupt_chunks",
-                                "corrupt_agreement", "corrupt_unchecked"};
+                                "corrupt_agreement", "corrupt_unchecked",
+                                "dies_before_context"};
   bool known = false;
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) known |= is(modes[i]);
   if (!known || h_np < 2) {
@@ -390,6 +413,7 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (is("dies_before_context")) return dies_before_context();
   run r;
   setup(&r);
   bool planned = build(&r);

@@ -880,38 +880,95 @@ static const rsi_control_ops mpi_control = {
     .alltoallv = mpi_alltoallv,
 };
 
+/* How long creating a context waits for every rank to join each of its
+ * collectives: RESHARD_TIMEOUT_MS when set (also the context's first
+ * RS_PARAM_TIMEOUT_MS), else the default timeout, 60 s. */
+static int64_t create_timeout_ms(void) {
+  const char *v = getenv("RESHARD_TIMEOUT_MS");
+  char *end;
+  long long ms = v && v[0] ? strtoll(v, &end, 10) : 0;
+  return v && v[0] && !*end && ms > 0 ? (int64_t)ms : 60000;
+}
+
 /* The context's nonce: rank 0 draws it, everyone gets it. */
-static rs_status share_nonce(mpi_transport *mt, rsi_err *err) {
-  uint64_t nonce = 0;
+static rs_status share_nonce(mpi_transport *mt, int64_t timeout_ms,
+                             rsi_err *err) {
+  uint64_t *nonce = malloc(sizeof *nonce); /* buried if it never completes */
+  if (!nonce) return RSI_NOMEM(err);
+  *nonce = 0;
   if (mt->rank == 0) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    nonce = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^
-            (uint64_t)ts.tv_sec << 20 ^ (uint64_t)getpid() << 40 ^
-            (uint64_t)(uintptr_t)mt;
+    *nonce = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^
+             (uint64_t)ts.tv_sec << 20 ^ (uint64_t)getpid() << 40 ^
+             (uint64_t)(uintptr_t)mt;
     static _Atomic uint64_t made; /* contexts of this process so far */
-    nonce ^= (made++ + 1) * 0xD1B54A32D192ED03ull;
-    nonce |= 1; /* never 0, the in-process value */
+    *nonce ^= (made++ + 1) * 0xD1B54A32D192ED03ull;
+    *nonce |= 1; /* never 0, the in-process value */
   }
-  int rc = MPI_Bcast(&nonce, 1, MPI_UINT64_T, 0, mt->comm);
-  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Bcast");
-  mt->base.nonce = nonce;
-  return RS_OK;
+  MPI_Request req;
+  int rc = MPI_Ibcast(nonce, 1, MPI_UINT64_T, 0, mt->comm, &req);
+  rs_status st = rc == MPI_SUCCESS
+                     ? wait_one(mt, &req, timeout_ms, "MPI_Ibcast", err)
+                     : mpi_fail(err, rc, "MPI_Ibcast");
+  if (st == RS_OK) mt->base.nonce = *nonce;
+  void *bufs[1] = {nonce};
+  return collective_end(mt, st, bufs, 1);
 }
 
-/* Host of every rank: the lowest world rank sharing memory with it. */
-static rs_status find_hosts(mpi_transport *mt, int *host_of, rsi_err *err) {
+/* Host of every rank: the lowest world rank sharing memory with it.
+ * MPI_Comm_split_type has no non-blocking form: it runs only once every
+ * rank has joined the duplicates (a rank gone later hangs it). */
+static rs_status find_hosts(mpi_transport *mt, int *host_of,
+                            int64_t timeout_ms, rsi_err *err) {
   MPI_Comm local;
   int rc = MPI_Comm_split_type(mt->comm, MPI_COMM_TYPE_SHARED, mt->rank,
                                MPI_INFO_NULL, &local);
   if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Comm_split_type");
-  int leader = mt->rank;
-  rc = MPI_Allreduce(&mt->rank, &leader, 1, MPI_INT, MPI_MIN, local);
-  MPI_Comm_free(&local);
-  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce");
-  rc = MPI_Allgather(&leader, 1, MPI_INT, host_of, 1, MPI_INT, mt->comm);
-  if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allgather");
-  return RS_OK;
+  int *leader = malloc(2 * sizeof *leader);
+  if (!leader) {
+    MPI_Comm_free(&local);
+    return RSI_NOMEM(err);
+  }
+  leader[0] = mt->rank;
+  MPI_Request req;
+  rc = MPI_Iallreduce(&leader[0], &leader[1], 1, MPI_INT, MPI_MIN, local, &req);
+  rs_status st = rc == MPI_SUCCESS
+                     ? wait_one(mt, &req, timeout_ms, "MPI_Iallreduce", err)
+                     : mpi_fail(err, rc, "MPI_Iallreduce");
+  if (st == RS_OK) MPI_Comm_free(&local);
+  int *all = st == RS_OK ? malloc((size_t)mt->world * sizeof *all) : NULL;
+  if (st == RS_OK && !all) st = RSI_NOMEM(err);
+  if (st == RS_OK) {
+    rc = MPI_Iallgather(&leader[1], 1, MPI_INT, all, 1, MPI_INT, mt->comm,
+                        &req);
+    st = rc == MPI_SUCCESS
+             ? wait_one(mt, &req, timeout_ms, "MPI_Iallgather", err)
+             : mpi_fail(err, rc, "MPI_Iallgather");
+  }
+  if (st == RS_OK) memcpy(host_of, all, (size_t)mt->world * sizeof *all);
+  void *bufs[2] = {leader, all};
+  return collective_end(mt, st, bufs, 2);
+}
+
+/* A duplicate of `from` in *to, waiting at most timeout_ms for every rank
+ * to join; on failure *to is MPI_COMM_NULL (one that never completed is
+ * let go: MPI may still fill it in). */
+static rs_status dup_comm(mpi_transport *mt, MPI_Comm from, MPI_Comm *to,
+                          int64_t timeout_ms, rsi_err *err) {
+  MPI_Comm *slot = malloc(sizeof *slot);
+  if (!slot) return RSI_NOMEM(err);
+  MPI_Request req;
+  int rc = MPI_Comm_idup(from, slot, &req);
+  rs_status st = rc == MPI_SUCCESS
+                     ? wait_one(mt, &req, timeout_ms, "MPI_Comm_idup", err)
+                     : mpi_fail(err, rc, "MPI_Comm_idup");
+  *to = st == RS_OK ? *slot : MPI_COMM_NULL;
+  if (st == RS_OK || rc != MPI_SUCCESS)
+    free(slot);
+  else
+    bury(mt, slot);
+  return st;
 }
 
 /* Creation arguments: engine is the Fortran handle of the communicator to
@@ -938,21 +995,22 @@ static rs_status mpi_create(const rsi_module_args *args, rsi_transport **out,
   mt->base.control = &mpi_control;
   mt->notice_req = MPI_REQUEST_NULL;
   pick_xxh3();
-  int rc = MPI_Comm_dup(user, &mt->comm);
-  if (rc != MPI_SUCCESS) {
+  MPI_Comm_rank(user, &mt->rank);
+  MPI_Comm_size(user, &mt->world);
+  int64_t timeout_ms = create_timeout_ms();
+  mt->comm = mt->sum_comm = MPI_COMM_NULL;
+  rs_status st = dup_comm(mt, user, &mt->comm, timeout_ms, err);
+  if (st == RS_OK) st = dup_comm(mt, mt->comm, &mt->sum_comm, timeout_ms, err);
+  if (st != RS_OK) {
+    /* a duplicate that never completed stays out of reach; one made is
+     * freed only where the other ranks are known to have made it too */
     free(mt);
-    return mpi_fail(err, rc, "MPI_Comm_dup");
-  }
-  rc = MPI_Comm_dup(mt->comm, &mt->sum_comm);
-  if (rc != MPI_SUCCESS) {
-    MPI_Comm_free(&mt->comm);
-    free(mt);
-    return mpi_fail(err, rc, "MPI_Comm_dup");
+    return st;
   }
   MPI_Comm_set_errhandler(mt->comm, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(mt->sum_comm, MPI_ERRORS_RETURN);
-  rc = MPI_Irecv(mt->notice_buf, RSI_NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE,
-                 NOTICE_TAG, mt->comm, &mt->notice_req);
+  int rc = MPI_Irecv(mt->notice_buf, RSI_NOTICE_BYTES, MPI_BYTE,
+                     MPI_ANY_SOURCE, NOTICE_TAG, mt->comm, &mt->notice_req);
   if (rc != MPI_SUCCESS) {
     mpi_destroy(&mt->base);
     return mpi_fail(err, rc, "MPI_Irecv of notices");
@@ -961,11 +1019,9 @@ static rs_status mpi_create(const rsi_module_args *args, rsi_transport **out,
   mt->corrupt_send = v ? strtol(v, NULL, 10) : 0;
   v = getenv("RESHARD_FAULT_EXIT_AFTER_SENDS");
   mt->exit_after_sends = v ? strtol(v, NULL, 10) : 0;
-  MPI_Comm_rank(mt->comm, &mt->rank);
-  MPI_Comm_size(mt->comm, &mt->world);
   int *hosts = malloc((size_t)mt->world * sizeof *hosts);
-  rs_status st = hosts ? find_hosts(mt, hosts, err) : RSI_NOMEM(err);
-  if (st == RS_OK) st = share_nonce(mt, err);
+  st = hosts ? find_hosts(mt, hosts, timeout_ms, err) : RSI_NOMEM(err);
+  if (st == RS_OK) st = share_nonce(mt, timeout_ms, err);
   if (st != RS_OK) {
     free(hosts);
     mpi_destroy(&mt->base);
