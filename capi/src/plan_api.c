@@ -1,4 +1,6 @@
 #include "api.h"
+
+#include <string.h>
 #include "exec.h"
 #include "plan.h"
 
@@ -106,10 +108,16 @@ rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
   API_REQUIRE(plan, rsi_thread_err(), "rs_plan_move_box");
   API_REQUIRE(offset, plan->ctx->err, "rs_plan_move_box");
   API_REQUIRE(extent, plan->ctx->err, "rs_plan_move_box");
+  bool known = index >= 0 && index < plan->nmoves;
+  int nd = known ? plan->tensors[plan->moves[index].tensor].ndim : RS_MAX_DIMS;
+  for (int t = 0; !known && t < plan->ntensors; t++)
+    if (plan->tensors[t].ndim < nd) nd = plan->tensors[t].ndim;
+  if (!known && plan->ntensors == 0) nd = 0;
+  memset(offset, 0, (size_t)nd * sizeof *offset);
+  memset(extent, 0, (size_t)nd * sizeof *extent);
   RSI_TRY(check_move(plan, index));
   RSI_TRY(rsi_plan_require_boxes(plan, plan->ctx->err));
   const rsi_move *m = &plan->moves[index];
-  int nd = plan->tensors[m->tensor].ndim;
   for (int d = 0; d < nd; d++) {
     offset[d] = rsi_move_offset(plan, m)[d];
     extent[d] = rsi_move_extent(plan, m)[d];

@@ -389,7 +389,10 @@ RT_TABLE_TEST(plan_query, cases, query_cases, i) {
                               : 0);
     break;
   case Q_MOVE_BOX:
+    off[0] = ext[0] = -7;
     st = rs_plan_move_box(plan, a, o1 ? off : NULL, o2 ? ext : NULL);
+    if (st != RS_OK && st != RS_ERR_NULL_POINTER && o1 && o2) /* zeroed */
+      cr_assert(off[0] == 0 && ext[0] == 0, "%s: box not zeroed", c->name);
     break;
   case Q_NUM_TENSORS:
     st = rs_plan_num_tensors(plan, o1 ? &o.i[0] : NULL);

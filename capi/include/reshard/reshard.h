@@ -538,9 +538,11 @@ typedef enum rs_scale_rule {
  * all-NaN block; an amax / 448 that underflows to 0 gives the smallest
  * positive f32; UE8M0 scales are at least 2^-127, the format's smallest.)
  * rs_plan_create then needs every
- * destination shard of @p values to hold whole blocks, and every rank that
- * holds a block's scale to hold that block's values in a destination shard
- * too (RS_ERR_UNSUPPORTED names the tensor and block). Travels with
+ * destination shard of @p values to hold whole blocks, and the ranks of a
+ * block to hold its values and its scale together: a rank holding a
+ * block's scale in a destination shard holds that block's values in one
+ * too, and a rank holding a block's values holds its scale
+ * (RS_ERR_UNSUPPORTED names the tensor and block). Travels with
  * rs_layout_serialize and rs_layout_allgather. Declaring the same thing
  * again is a no-op.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_TENSOR, RS_ERR_INVALID_ARGUMENT
@@ -708,7 +710,9 @@ RS_API rs_status rs_plan_move_info(const rs_plan *plan, int64_t index,
                                    int *forwarded);
 /**
  * The box a move carries, in the tensor's global coordinates: @p offset and
- * @p extent must each have room for the tensor's ndim entries.
+ * @p extent must each have room for the tensor's ndim entries. On failure
+ * their entries are zeroed: the move's tensor's ndim of them, or for a bad
+ * index as many as the plan's tensor of fewest dimensions has.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (index),
  * RS_ERR_UNSUPPORTED (a plan made with RS_PARAM_PLAN_BOXES = 0, since 0.5).
  * @since 0.1
