@@ -129,7 +129,7 @@ typedef struct key_value {
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
  * relays are charged what they really cost (move_cost, relay_cost), and a
  * plan that would not fit is refused before its memory is spent. */
-#define PLAN_BYTES ((int64_t)100 << 26)
+int64_t rsi_plan_bytes = (int64_t)100 << 26;
 
 typedef struct planner {
   rs_plan *plan;
@@ -211,7 +211,8 @@ typedef struct planner {
   /* the relay chosen for the piece being delivered */
   int64_t after;
   int32_t depth;
-  int64_t spent; /* bytes charged to moves and relays, of PLAN_BYTES */
+  int64_t budget; /* rsi_plan_bytes, when the plan was asked for */
+  int64_t spent;  /* bytes charged to moves and relays, of the budget */
   int64_t part;  /* the rank whose part the plan keeps (RS_PARAM_PLAN_PART) */
   bool keeps_boxes; /* RS_PARAM_PLAN_BOXES: moves keep their boxes */
   /* A domain's part (rsi_plan_create_domain): the index of the domain
@@ -281,9 +282,13 @@ static int64_t relay_cost(int ndim) {
   return (int64_t)sizeof(rsi_relay) + 2 * ndim * (int64_t)sizeof(int64_t);
 }
 
+static int64_t bytes_left(const planner *p) {
+  return p->budget - p->spent;
+}
+
 /* How many more moves of the current tensor the plan may hold. */
 static int64_t moves_left(const planner *p) {
-  return (PLAN_BYTES - p->spent) / move_cost(p->ndim);
+  return bytes_left(p) / move_cost(p->ndim);
 }
 
 static rs_status too_many_moves(const planner *p, const char *why) {
@@ -293,10 +298,10 @@ static rs_status too_many_moves(const planner *p, const char *why) {
                   "all)%s; raise RS_PARAM_STAGING_BYTES or split the work",
                   p->plan->tensors[p->tensor].name,
                   (long long)(p->plan->nmoves + moves_left(p)),
-                  (long long)move_cost(p->ndim), (long long)PLAN_BYTES, why);
+                  (long long)move_cost(p->ndim), (long long)p->budget, why);
 }
 
-/* Refuse, before planning, a plan that cannot fit PLAN_BYTES: every
+/* Refuse, before planning, a plan that cannot fit the budget: every
  * destination shard receives at least one move per largest piece of its
  * bytes (a quarter of the staging: half a round, or by domain pair a
  * round), since deliver_bounded never cuts a larger piece. A domain's
@@ -320,7 +325,7 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
       int64_t parts = bytes / half + (bytes % half != 0), cost;
       if (__builtin_add_overflow(moves, parts, &moves) ||
           __builtin_mul_overflow(moves, move_cost(p->ndim), &cost) ||
-          cost > PLAN_BYTES - need)
+          cost > p->budget - need)
         return too_many_moves(p, ": its destination shards need at least "
                                  "one move per quarter of the staging");
     }
@@ -724,7 +729,7 @@ static rs_status push_relay(planner *p, int rank, const int64_t *off,
                             const int64_t *ext, rs_dtype dtype,
                             int64_t *index) {
   rs_plan *plan = p->plan;
-  if (PLAN_BYTES - p->spent < relay_cost(p->ndim))
+  if (bytes_left(p) < relay_cost(p->ndim))
     return too_many_moves(p, " and relay slots");
   p->spent += relay_cost(p->ndim);
   RSI_TRY(rsi_grow((void **)&plan->relays, &plan->cap_relays,
@@ -2874,6 +2879,7 @@ static rs_status create(const rs_layout *src, const rs_layout *dst,
   p.only_domain = -1;
   p.part = ctx->plan_part;
   p.keeps_boxes = plan->keeps_boxes;
+  p.budget = rsi_plan_bytes;
   st = build(plan, src, dst, &p);
   planner_free(&p);
   if (per_rank) st = rsi_plan_rank_part(plan, st, err);
