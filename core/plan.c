@@ -127,8 +127,10 @@ typedef struct key_value {
 
 /* The memory a plan may take while it is made and scheduled: what the
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
- * relays are charged what they really cost (move_cost, relay_cost), and a
- * plan that would not fit is refused before its memory is spent. */
+ * relays are charged what they really cost (move_cost, relay_cost); a
+ * plan that would not fit is refused before its memory is spent, from
+ * its shards where it can be (check_plan_size, check_tensor_size), else
+ * at the budget. */
 int64_t rsi_plan_bytes = (int64_t)100 << 26;
 
 typedef struct planner {
@@ -301,15 +303,20 @@ static rs_status too_many_moves(const planner *p, const char *why) {
                   (long long)move_cost(p->ndim), (long long)p->budget, why);
 }
 
+/* The most bytes a piece carries: a quarter of the staging (half a round,
+ * or by domain pair a round), since deliver_bounded never cuts a larger
+ * one. */
+static int64_t largest_piece(const rs_plan *plan) {
+  return plan->round_capacity / (plan->rounds_by_pair ? 1 : 2);
+}
+
 /* Refuse, before planning, a plan that cannot fit the budget: every
  * destination shard receives at least one move per largest piece of its
- * bytes (a quarter of the staging: half a round, or by domain pair a
- * round), since deliver_bounded never cuts a larger piece. A domain's
- * part holds the moves into its domain only. */
+ * bytes. A domain's part holds the moves into its domain only. */
 static rs_status check_plan_size(planner *p, const int64_t *dfirst,
                                  const int64_t *dids) {
   const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
-  int64_t half = p->plan->round_capacity / (p->plan->rounds_by_pair ? 1 : 2);
+  int64_t half = largest_piece(p->plan);
   int64_t need = 0;
   for (int t = 0; t < p->plan->ntensors; t++) {
     p->tensor = t;
@@ -332,6 +339,57 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
     need += moves * move_cost(p->ndim);
   }
   return RS_OK;
+}
+
+/* The moves each shard of destination group g receives at least, counted
+ * until they pass `enough`, where the source groups are disjoint and the
+ * tensor has no block scales: every move then carries a box inside one
+ * source group and one piece (no block is assembled from several), so
+ * each source group g meets sends it at least a move per largest piece
+ * of what they share. */
+static int64_t moves_into_at_least(planner *p, const group *g,
+                                   int64_t enough) {
+  int nd = p->ndim;
+  int64_t largest = largest_piece(p->plan), moves = 0;
+  int64_t n = rsi_box_tree_query(&p->stree, g->off, g->ext, -1, p->cands,
+                                 p->nsg);
+  for (int64_t c = 0; c < n && moves <= enough; c++) {
+    const group *s = &p->sgroups[p->cands[c]];
+    int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS], vol;
+    rsi_box_intersect(nd, s->off, s->ext, g->off, g->ext, o, e);
+    rsi_box_volume(nd, e, &vol);
+    int64_t bytes = vol * p->esize; /* within the tensor */
+    moves += bytes / largest + (bytes % largest != 0);
+  }
+  return moves;
+}
+
+/* Refuse, before any of its moves is made, a tensor whose destination
+ * shards (in a domain's part, those of its domain) need more moves than
+ * the budget has left (moves_into_at_least). Where source groups overlap
+ * without being the same box, or the tensor has block scales, only
+ * check_plan_size's bound holds. */
+static rs_status check_tensor_size(planner *p) {
+  if (!p->src_disjoint || p->plan->conv[p->tensor].scales >= 0) return RS_OK;
+  int64_t left = moves_left(p), need = 0, each = 0, counted = -1, more;
+  for (int64_t e = 0; e < p->nentries && need <= left; e++) {
+    const domain_entry *en = &p->entries[e];
+    if (p->only_domain >= 0 && en->domain != p->only_domain) continue;
+    if (en->group != counted) { /* a group's entries come together */
+      each = moves_into_at_least(p, &p->dgroups[en->group], left);
+      counted = en->group;
+    }
+    if (__builtin_mul_overflow(each, en->n, &more) ||
+        __builtin_add_overflow(need, more, &need))
+      need = INT64_MAX;
+  }
+  if (need <= left) return RS_OK;
+  char why[160];
+  snprintf(why, sizeof why,
+           ": its destination shards need at least %lld, one per piece of "
+           "each source shard they meet",
+           (long long)need);
+  return too_many_moves(p, why);
 }
 
 /* ---- moves ------------------------------------------------------------ */
@@ -2127,6 +2185,7 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
       p->entries[p->nentries - 1].n++;
     }
   }
+  RSI_TRY(check_tensor_size(p));
   if (p->dst_disjoint) return serve_groups(p, order);
   qsort(p->entries, (size_t)p->nentries, sizeof *p->entries, cmp_entry);
   mark_domains(p, 0, p->nentries);
