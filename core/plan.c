@@ -127,7 +127,8 @@ typedef struct key_value {
 
 /* The memory a plan may take while it is made and scheduled: what the
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
- * relays are charged what they really cost (move_cost, relay_cost); a
+ * relays are charged what they really cost (move_cost, relay_cost), and
+ * so are the planner's arrays that grow with the pieces (grow_held); a
  * plan that would not fit is refused before its memory is spent, from
  * its shards where it can be (check_plan_size, check_tensor_size), else
  * at the budget. */
@@ -215,6 +216,7 @@ typedef struct planner {
   int32_t depth;
   int64_t budget; /* rsi_plan_bytes, when the plan was asked for */
   int64_t spent;  /* bytes charged to moves and relays, of the budget */
+  int64_t held;   /* bytes of the arrays that grow with the pieces */
   int64_t part;  /* the rank whose part the plan keeps (RS_PARAM_PLAN_PART) */
   bool keeps_boxes; /* RS_PARAM_PLAN_BOXES: moves keep their boxes */
   /* A domain's part (rsi_plan_create_domain): the index of the domain
@@ -285,7 +287,7 @@ static int64_t relay_cost(int ndim) {
 }
 
 static int64_t bytes_left(const planner *p) {
-  return p->budget - p->spent;
+  return p->budget - p->spent - p->held;
 }
 
 /* How many more moves of the current tensor the plan may hold. */
@@ -301,6 +303,25 @@ static rs_status too_many_moves(const planner *p, const char *why) {
                   p->plan->tensors[p->tensor].name,
                   (long long)(p->plan->nmoves + moves_left(p)),
                   (long long)move_cost(p->ndim), (long long)p->budget, why);
+}
+
+/* Make room for `need` items of `size` bytes in one of the planner's
+ * arrays that grow with the pieces: rsi_grow's doubling, as far as the
+ * budget allows, charged to p->held. */
+static rs_status grow_held(planner *p, void **items, int64_t *cap,
+                           int64_t need, size_t size, int64_t first) {
+  if (need <= *cap) return RS_OK;
+  int64_t most = *cap + bytes_left(p) / (int64_t)size, was = *cap;
+  if (most < need) return too_many_moves(p, " and the pieces they carry");
+  RSI_TRY(rsi_grow_at_most(items, cap, need, size, first, most, p->err));
+  p->held += (*cap - was) * (int64_t)size;
+  return RS_OK;
+}
+
+/* Room for `more` values in a pool that grows with the pieces. */
+static rs_status reserve_held(planner *p, rsi_pool *pool, int64_t more) {
+  return grow_held(p, (void **)&pool->v, &pool->cap, pool->n + more,
+                   sizeof *pool->v, 256);
 }
 
 /* The most bytes a piece carries: a quarter of the staging (half a round,
@@ -448,8 +469,9 @@ static rs_status push_move_of(planner *p, int t, const int64_t *off,
   rs_plan *plan = p->plan;
   if (moves_left(p) < 1) return too_many_moves(p, "");
   p->spent += move_cost(p->ndim);
-  RSI_TRY(rsi_grow((void **)&plan->moves, &plan->cap_moves, plan->nmoves + 1,
-                   sizeof *plan->moves, 1024, p->err));
+  RSI_TRY(rsi_grow_at_most((void **)&plan->moves, &plan->cap_moves,
+                           plan->nmoves + 1, sizeof *plan->moves, 1024,
+                           plan->nmoves + 1 + moves_left(p), p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
   if (at < 0) return RS_ERR_NO_MEMORY;
   memcpy(plan->boxes.v + at, off, (size_t)p->ndim * sizeof *off);
@@ -631,9 +653,13 @@ static piece_slot *piece_find(planner *p, int64_t gi, const int64_t *off,
 
 static rs_status clear_pieces(planner *p) {
   if (!p->cap_slots) {
-    p->slots = malloc(1024 * sizeof *p->slots);
+    int64_t bytes = 1024 * (int64_t)sizeof *p->slots;
+    if (bytes > bytes_left(p))
+      return too_many_moves(p, " and the pieces they carry");
+    p->slots = malloc((size_t)bytes);
     if (!p->slots) return RSI_NOMEM(p->err);
     p->cap_slots = 1024;
+    p->held += bytes;
   }
   p->nslots = p->nholders = p->nlinks = 0;
   p->keys_pool.n = 0;
@@ -644,10 +670,12 @@ static rs_status clear_pieces(planner *p) {
 /* Room for one more slot: the table grows and is rehashed at half full. */
 static rs_status reserve_slot(planner *p) {
   if ((p->nslots + 1) * 2 <= p->cap_slots) return RS_OK;
-  int64_t cap = p->cap_slots * 2;
+  int64_t cap = p->cap_slots * 2, size = (int64_t)sizeof *p->slots;
+  if (cap * size > bytes_left(p)) /* while the old table is held too */
+    return too_many_moves(p, " and the pieces they carry");
   piece_slot *old = p->slots;
   int64_t old_cap = p->cap_slots;
-  p->slots = malloc((size_t)cap * sizeof *p->slots);
+  p->slots = malloc((size_t)(cap * size));
   if (!p->slots) {
     p->slots = old;
     return RSI_NOMEM(p->err);
@@ -662,6 +690,7 @@ static rs_status reserve_slot(planner *p) {
     *piece_find(p, old[i].group, k, k + p->ndim, &found) = old[i];
   }
   free(old);
+  p->held += (cap - old_cap) * size;
   return RS_OK;
 }
 
@@ -689,10 +718,11 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
   piece_slot *s = piece_find(p, gi, off, ext, &found);
   if (!found) {
     int32_t k = domains_needing(p, g);
-    RSI_TRY(rsi_grow((void **)&p->links, &p->cap_links, p->nlinks + k,
-                     sizeof *p->links, 1024, p->err));
-    RSI_TRY(rsi_grow((void **)&p->link_depth, &p->cap_link_depth,
-                     p->nlinks + k, sizeof *p->link_depth, 1024, p->err));
+    RSI_TRY(grow_held(p, (void **)&p->links, &p->cap_links, p->nlinks + k,
+                      sizeof *p->links, 1024));
+    RSI_TRY(grow_held(p, (void **)&p->link_depth, &p->cap_link_depth,
+                      p->nlinks + k, sizeof *p->link_depth, 1024));
+    RSI_TRY(reserve_held(p, &p->keys_pool, 2 * p->ndim));
     memset(p->links + p->nlinks, 0, (size_t)k * sizeof *p->links);
     memset(p->link_depth + p->nlinks, -1, (size_t)k);
     int64_t at = rsi_pool_push(&p->keys_pool, off, p->ndim, p->err);
@@ -766,9 +796,8 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
                               int64_t nnear, int64_t unit, int32_t depth) {
   if (j >= s->k) return RS_OK;
   chain_link *l = &p->links[s->link + j];
-  if (p->nholders + nnear > p->cap_holders)
-    RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders,
-                     p->nholders + nnear, sizeof *p->holders, 1024, p->err));
+  RSI_TRY(grow_held(p, (void **)&p->holders, &p->cap_holders,
+                    p->nholders + nnear, sizeof *p->holders, 1024));
   *l = (chain_link){p->nholders, 0};
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
@@ -1213,12 +1242,13 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                          const group *g, int domain, int64_t nneed) {
   int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
   if (p->memo_recording) {
-    RSI_TRY(rsi_grow((void **)&p->memo_src, &p->cap_memo_src, p->memo_n + 1,
-                     sizeof *p->memo_src, 64, p->err));
-    RSI_TRY(rsi_grow((void **)&p->memo_slot, &p->cap_memo_slot,
-                     p->memo_n + 1, sizeof *p->memo_slot, 64, p->err));
-    RSI_TRY(rsi_grow((void **)&p->memo_bytes, &p->cap_memo_bytes,
-                     p->memo_n + 1, sizeof *p->memo_bytes, 64, p->err));
+    RSI_TRY(grow_held(p, (void **)&p->memo_src, &p->cap_memo_src,
+                      p->memo_n + 1, sizeof *p->memo_src, 64));
+    RSI_TRY(grow_held(p, (void **)&p->memo_slot, &p->cap_memo_slot,
+                      p->memo_n + 1, sizeof *p->memo_slot, 64));
+    RSI_TRY(grow_held(p, (void **)&p->memo_bytes, &p->cap_memo_bytes,
+                      p->memo_n + 1, sizeof *p->memo_bytes, 64));
+    RSI_TRY(reserve_held(p, &p->memo_boxes, 2 * p->ndim));
     p->memo_slot[p->memo_n] = -1;
     p->memo_bytes[p->memo_n] = -1;
     if (rsi_pool_push(&p->memo_boxes, off, p->ndim, p->err) < 0 ||

@@ -3,10 +3,12 @@
  * and at most 1.2 times the budget of peak memory growth, whether it is
  * the whole plan, a rank's part of it (RS_PARAM_PLAN_PART, which plans
  * the whole plan in process) or a domain's part (rsi_plan_create_domain,
- * what per-rank planning computes). The all-to-all that reached the
+ * what per-rank planning computes). First the all-to-all that reached the
  * limit only after 13 GiB and a minute: a tensor's rows split over 8192
  * ranks, its columns over the same ranks on the other side, 67 M moves,
- * refused from what its shards meet before any move is made.
+ * refused from what its shards meet before any move is made. Then, with
+ * the budget lowered, plans that no such count bounds, refused once they
+ * reach it: what is charged while a plan is built must be what it holds.
  * Peak growth is VmHWM after planning over VmRSS before, the peak
  * restarted by /proc/self/clear_refs (Criterion runs each test in its own
  * process); the time is printed, not asserted. */
@@ -53,6 +55,16 @@ static void make_all_to_all(all_to_all *a, int ranks, int bands,
                                      I64(shape[0], 1), 0, 0, NULL),
                  RS_OK);
   }
+}
+
+/* Rank 0 also holds element [1, 0] of rank 1's row: source groups that
+ * overlap without being the same box, where no count of what the shards
+ * meet bounds the moves, so the plan is refused only once it reaches the
+ * budget. */
+static void add_overlap(all_to_all *a, int ranks, int bands) {
+  cr_assert_eq(rs_layout_add_shard(a->src, "w", 0, I64(1, 0), I64(1, 1), 0,
+                                   (int64_t)bands * ranks, NULL),
+               RS_OK);
 }
 
 static void free_all_to_all(all_to_all *a) {
@@ -167,4 +179,35 @@ Test(plan_budget, a_ranks_part_of_it_is_refused_within_budget,
 Test(plan_budget, a_domains_part_too_large_is_refused_within_budget,
      .timeout = 300) {
   expect_all_to_all_refused("domain 0's part", 2, RANKS / 2, -1, domain_part);
+}
+
+/* The budget lowered to 256 MiB, reached after about a million moves of
+ * an all-to-all of 2048 ranks (4 M moves; 2 M into a domain of half of
+ * them) whose moves no count bounds (add_overlap): what is charged while
+ * the plan is built must be what it holds. */
+enum { SMALL_RANKS = 2048 };
+#define SMALL_BUDGET ((int64_t)256 << 20)
+
+static void expect_built_to_the_budget(const char *what, int domain_size,
+                                       make_plan make) {
+  all_to_all a;
+  make_all_to_all(&a, SMALL_RANKS, 1, domain_size);
+  add_overlap(&a, SMALL_RANKS, 1);
+  rsi_plan_bytes = SMALL_BUDGET;
+  expect_refused_within_budget(what, &a, make);
+  const char *msg = rs_context_last_error(a.ctx);
+  cr_assert(!rt_contains(msg, "need at least"),
+            "%s: refused before it was built: %s", what, msg);
+  free_all_to_all(&a);
+}
+
+Test(plan_budget, a_plan_refused_while_built_stays_within_budget,
+     .timeout = 120) {
+  expect_built_to_the_budget("whole plan, built", 0, whole_plan);
+}
+
+Test(plan_budget, a_domains_part_refused_while_built_stays_within_budget,
+     .timeout = 120) {
+  expect_built_to_the_budget("domain 0's part, built", SMALL_RANKS / 2,
+                             domain_part);
 }
