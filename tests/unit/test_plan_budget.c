@@ -11,7 +11,8 @@
  * reach it: what is charged while a plan is built must be what it holds.
  * Peak growth is VmHWM after planning over VmRSS before, the peak
  * restarted by /proc/self/clear_refs (Criterion runs each test in its own
- * process); the time is printed, not asserted. */
+ * process); the time is printed, not asserted, and so is the peak under
+ * AddressSanitizer, whose quarantine keeps freed memory resident. */
 #include <criterion/criterion.h>
 
 #include <reshard/reshard.h>
@@ -122,7 +123,7 @@ static rs_status domain_part(const all_to_all *a, rs_plan **out) {
  * 1.2 times the budget it names. */
 static void expect_refused_within_budget(const char *what, const all_to_all *a,
                                          make_plan make) {
-  cr_assert(restart_peak(), "%s: cannot restart VmHWM", what);
+  restart_peak(); /* where it cannot, the peak so far is no smaller */
   long rss0 = status_kib("VmRSS");
   double t0 = seconds_now();
   rs_plan *plan = NULL;
@@ -142,7 +143,7 @@ static void expect_refused_within_budget(const char *what, const all_to_all *a,
                 budget == rsi_plan_bytes,
             "%s: message: %s", what, msg);
   cr_assert(rss0 > 0 && peak >= 0, "%s: no VmRSS/VmHWM", what);
-  cr_assert_leq((double)peak * 1024.0, 1.2 * (double)budget,
+  cr_assert(RT_SANITIZED || (double)peak * 1024.0 <= 1.2 * (double)budget,
                 "%s: peak growth %ld KiB, budget %lld bytes", what, peak,
                 budget);
 }
