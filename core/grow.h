@@ -12,4 +12,10 @@
 rs_status rsi_grow(void **items, int64_t *cap, int64_t need, size_t size,
                    int64_t first, rsi_err *err);
 
+/* rsi_grow, but to a capacity of at most `most` (>= need): near a limit
+ * on memory, the doubling stops at what the limit still allows. */
+rs_status rsi_grow_at_most(void **items, int64_t *cap, int64_t need,
+                           size_t size, int64_t first, int64_t most,
+                           rsi_err *err);
+
 #endif

@@ -126,9 +126,12 @@ typedef struct key_value {
 
 /* The memory a plan may take while it is made and scheduled: what the
  * first limit, 2^26 moves of about 100 bytes, meant to allow. Moves and
- * relays are charged what they really cost (move_cost, relay_cost), and a
- * plan that would not fit is refused before its memory is spent. */
-#define PLAN_BYTES ((int64_t)100 << 26)
+ * relays are charged what they really cost (move_cost, relay_cost), and
+ * so are the planner's arrays that grow with the pieces (grow_held); a
+ * plan that would not fit is refused before its memory is spent, from
+ * its shards where it can be (check_plan_size, check_tensor_size), else
+ * at the budget. */
+int64_t rsi_plan_bytes = (int64_t)100 << 26;
 
 typedef struct planner {
   rs_plan *plan;
@@ -210,7 +213,9 @@ typedef struct planner {
   /* the relay chosen for the piece being delivered */
   int64_t after;
   int32_t depth;
-  int64_t spent; /* bytes charged to moves and relays, of PLAN_BYTES */
+  int64_t budget; /* rsi_plan_bytes, when the plan was asked for */
+  int64_t spent;  /* bytes charged to moves and relays, of the budget */
+  int64_t held;   /* bytes of the arrays that grow with the pieces */
   int64_t part;  /* the rank whose part the plan keeps (RS_PARAM_PLAN_PART) */
   bool keeps_boxes; /* RS_PARAM_PLAN_BOXES: moves keep their boxes */
   /* A domain's part (rsi_plan_create_domain): the index of the domain
@@ -280,9 +285,13 @@ static int64_t relay_cost(int ndim) {
   return (int64_t)sizeof(rsi_relay) + 2 * ndim * (int64_t)sizeof(int64_t);
 }
 
+static int64_t bytes_left(const planner *p) {
+  return p->budget - p->spent - p->held;
+}
+
 /* How many more moves of the current tensor the plan may hold. */
 static int64_t moves_left(const planner *p) {
-  return (PLAN_BYTES - p->spent) / move_cost(p->ndim);
+  return bytes_left(p) / move_cost(p->ndim);
 }
 
 static rs_status too_many_moves(const planner *p, const char *why) {
@@ -292,18 +301,42 @@ static rs_status too_many_moves(const planner *p, const char *why) {
                   "all)%s; raise RS_PARAM_STAGING_BYTES or split the work",
                   p->plan->tensors[p->tensor].name,
                   (long long)(p->plan->nmoves + moves_left(p)),
-                  (long long)move_cost(p->ndim), (long long)PLAN_BYTES, why);
+                  (long long)move_cost(p->ndim), (long long)p->budget, why);
 }
 
-/* Refuse, before planning, a plan that cannot fit PLAN_BYTES: every
+/* Make room for `need` items of `size` bytes in one of the planner's
+ * arrays that grow with the pieces: rsi_grow's doubling, as far as the
+ * budget allows, charged to p->held. */
+static rs_status grow_held(planner *p, void **items, int64_t *cap,
+                           int64_t need, size_t size, int64_t first) {
+  if (need <= *cap) return RS_OK;
+  int64_t most = *cap + bytes_left(p) / (int64_t)size, was = *cap;
+  if (most < need) return too_many_moves(p, " and the pieces they carry");
+  RSI_TRY(rsi_grow_at_most(items, cap, need, size, first, most, p->err));
+  p->held += (*cap - was) * (int64_t)size;
+  return RS_OK;
+}
+
+/* Room for `more` values in a pool that grows with the pieces. */
+static rs_status reserve_held(planner *p, rsi_pool *pool, int64_t more) {
+  return grow_held(p, (void **)&pool->v, &pool->cap, pool->n + more,
+                   sizeof *pool->v, 256);
+}
+
+/* The most bytes a piece carries: a quarter of the staging (half a round,
+ * or by domain pair a round), since deliver_bounded never cuts a larger
+ * one. */
+static int64_t largest_piece(const rs_plan *plan) {
+  return plan->round_capacity / (plan->rounds_by_pair ? 1 : 2);
+}
+
+/* Refuse, before planning, a plan that cannot fit the budget: every
  * destination shard receives at least one move per largest piece of its
- * bytes (a quarter of the staging: half a round, or by domain pair a
- * round), since deliver_bounded never cuts a larger piece. A domain's
- * part holds the moves into its domain only. */
+ * bytes. A domain's part holds the moves into its domain only. */
 static rs_status check_plan_size(planner *p, const int64_t *dfirst,
                                  const int64_t *dids) {
   const rsi_side *dst = &p->plan->side[RS_SIDE_DST];
-  int64_t half = p->plan->round_capacity / (p->plan->rounds_by_pair ? 1 : 2);
+  int64_t half = largest_piece(p->plan);
   int64_t need = 0;
   for (int t = 0; t < p->plan->ntensors; t++) {
     p->tensor = t;
@@ -319,13 +352,64 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
       int64_t parts = bytes / half + (bytes % half != 0), cost;
       if (__builtin_add_overflow(moves, parts, &moves) ||
           __builtin_mul_overflow(moves, move_cost(p->ndim), &cost) ||
-          cost > PLAN_BYTES - need)
+          cost > p->budget - need)
         return too_many_moves(p, ": its destination shards need at least "
                                  "one move per quarter of the staging");
     }
     need += moves * move_cost(p->ndim);
   }
   return RS_OK;
+}
+
+/* The moves each shard of destination group g receives at least, counted
+ * until they pass `enough`, where the source groups are disjoint and the
+ * tensor has no block scales: every move then carries a box inside one
+ * source group and one piece (no block is assembled from several), so
+ * each source group g meets sends it at least a move per largest piece
+ * of what they share. */
+static int64_t moves_into_at_least(planner *p, const group *g,
+                                   int64_t enough) {
+  int nd = p->ndim;
+  int64_t largest = largest_piece(p->plan), moves = 0;
+  int64_t n = rsi_box_tree_query(&p->stree, g->off, g->ext, -1, p->cands,
+                                 p->nsg);
+  for (int64_t c = 0; c < n && moves <= enough; c++) {
+    const group *s = &p->sgroups[p->cands[c]];
+    int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS], vol;
+    rsi_box_intersect(nd, s->off, s->ext, g->off, g->ext, o, e);
+    rsi_box_volume(nd, e, &vol);
+    int64_t bytes = vol * p->esize; /* within the tensor */
+    moves += bytes / largest + (bytes % largest != 0);
+  }
+  return moves;
+}
+
+/* Refuse, before any of its moves is made, a tensor whose destination
+ * shards (in a domain's part, those of its domain) need more moves than
+ * the budget has left (moves_into_at_least). Where source groups overlap
+ * without being the same box, or the tensor has block scales, only
+ * check_plan_size's bound holds. */
+static rs_status check_tensor_size(planner *p) {
+  if (!p->src_disjoint || p->plan->conv[p->tensor].scales >= 0) return RS_OK;
+  int64_t left = moves_left(p), need = 0, each = 0, counted = -1, more;
+  for (int64_t e = 0; e < p->nentries && need <= left; e++) {
+    const domain_entry *en = &p->entries[e];
+    if (p->only_domain >= 0 && en->domain != p->only_domain) continue;
+    if (en->group != counted) { /* a group's entries come together */
+      each = moves_into_at_least(p, &p->dgroups[en->group], left);
+      counted = en->group;
+    }
+    if (__builtin_mul_overflow(each, en->n, &more) ||
+        __builtin_add_overflow(need, more, &need))
+      need = INT64_MAX;
+  }
+  if (need <= left) return RS_OK;
+  char why[160];
+  snprintf(why, sizeof why,
+           ": its destination shards need at least %lld, one per piece of "
+           "each source shard they meet",
+           (long long)need);
+  return too_many_moves(p, why);
 }
 
 /* ---- moves ------------------------------------------------------------ */
@@ -384,8 +468,9 @@ static rs_status push_move_of(planner *p, int t, const int64_t *off,
   rs_plan *plan = p->plan;
   if (moves_left(p) < 1) return too_many_moves(p, "");
   p->spent += move_cost(p->ndim);
-  RSI_TRY(rsi_grow((void **)&plan->moves, &plan->cap_moves, plan->nmoves + 1,
-                   sizeof *plan->moves, 1024, p->err));
+  RSI_TRY(rsi_grow_at_most((void **)&plan->moves, &plan->cap_moves,
+                           plan->nmoves + 1, sizeof *plan->moves, 1024,
+                           plan->nmoves + 1 + moves_left(p), p->err));
   int64_t at = rsi_pool_push(&plan->boxes, NULL, 2 * p->ndim, p->err);
   if (at < 0) return RS_ERR_NO_MEMORY;
   memcpy(plan->boxes.v + at, off, (size_t)p->ndim * sizeof *off);
@@ -567,9 +652,13 @@ static piece_slot *piece_find(planner *p, int64_t gi, const int64_t *off,
 
 static rs_status clear_pieces(planner *p) {
   if (!p->cap_slots) {
-    p->slots = malloc(1024 * sizeof *p->slots);
+    int64_t bytes = 1024 * (int64_t)sizeof *p->slots;
+    if (bytes > bytes_left(p))
+      return too_many_moves(p, " and the pieces they carry");
+    p->slots = malloc((size_t)bytes);
     if (!p->slots) return RSI_NOMEM(p->err);
     p->cap_slots = 1024;
+    p->held += bytes;
   }
   p->nslots = p->nholders = p->nlinks = 0;
   p->keys_pool.n = 0;
@@ -580,10 +669,12 @@ static rs_status clear_pieces(planner *p) {
 /* Room for one more slot: the table grows and is rehashed at half full. */
 static rs_status reserve_slot(planner *p) {
   if ((p->nslots + 1) * 2 <= p->cap_slots) return RS_OK;
-  int64_t cap = p->cap_slots * 2;
+  int64_t cap = p->cap_slots * 2, size = (int64_t)sizeof *p->slots;
+  if (cap * size > bytes_left(p)) /* while the old table is held too */
+    return too_many_moves(p, " and the pieces they carry");
   piece_slot *old = p->slots;
   int64_t old_cap = p->cap_slots;
-  p->slots = malloc((size_t)cap * sizeof *p->slots);
+  p->slots = malloc((size_t)(cap * size));
   if (!p->slots) {
     p->slots = old;
     return RSI_NOMEM(p->err);
@@ -598,6 +689,7 @@ static rs_status reserve_slot(planner *p) {
     *piece_find(p, old[i].group, k, k + p->ndim, &found) = old[i];
   }
   free(old);
+  p->held += (cap - old_cap) * size;
   return RS_OK;
 }
 
@@ -625,10 +717,11 @@ static rs_status cross_slot(planner *p, const group *g, const int64_t *off,
   piece_slot *s = piece_find(p, gi, off, ext, &found);
   if (!found) {
     int32_t k = domains_needing(p, g);
-    RSI_TRY(rsi_grow((void **)&p->links, &p->cap_links, p->nlinks + k,
-                     sizeof *p->links, 1024, p->err));
-    RSI_TRY(rsi_grow((void **)&p->link_depth, &p->cap_link_depth,
-                     p->nlinks + k, sizeof *p->link_depth, 1024, p->err));
+    RSI_TRY(grow_held(p, (void **)&p->links, &p->cap_links, p->nlinks + k,
+                      sizeof *p->links, 1024));
+    RSI_TRY(grow_held(p, (void **)&p->link_depth, &p->cap_link_depth,
+                      p->nlinks + k, sizeof *p->link_depth, 1024));
+    RSI_TRY(reserve_held(p, &p->keys_pool, 2 * p->ndim));
     memset(p->links + p->nlinks, 0, (size_t)k * sizeof *p->links);
     memset(p->link_depth + p->nlinks, -1, (size_t)k);
     int64_t at = rsi_pool_push(&p->keys_pool, off, p->ndim, p->err);
@@ -702,9 +795,8 @@ static rs_status link_holders(planner *p, const piece_slot *s, int32_t j,
                               int64_t nnear, int64_t unit, int32_t depth) {
   if (j >= s->k) return RS_OK;
   chain_link *l = &p->links[s->link + j];
-  if (p->nholders + nnear > p->cap_holders)
-    RSI_TRY(rsi_grow((void **)&p->holders, &p->cap_holders,
-                     p->nholders + nnear, sizeof *p->holders, 1024, p->err));
+  RSI_TRY(grow_held(p, (void **)&p->holders, &p->cap_holders,
+                    p->nholders + nnear, sizeof *p->holders, 1024));
   *l = (chain_link){p->nholders, 0};
   for (int64_t i = 0; i < nnear; i++) {
     const needer *n = &p->needers[p->near[i]];
@@ -723,7 +815,7 @@ static rs_status push_relay(planner *p, int rank, const int64_t *off,
                             const int64_t *ext, rs_dtype dtype,
                             int64_t *index) {
   rs_plan *plan = p->plan;
-  if (PLAN_BYTES - p->spent < relay_cost(p->ndim))
+  if (bytes_left(p) < relay_cost(p->ndim))
     return too_many_moves(p, " and relay slots");
   p->spent += relay_cost(p->ndim);
   RSI_TRY(rsi_grow((void **)&plan->relays, &plan->cap_relays,
@@ -1149,12 +1241,13 @@ static rs_status deliver(planner *p, const int64_t *off, const int64_t *ext,
                          const group *g, int domain, int64_t nneed) {
   int64_t sub_off[RSI_MAX_DIMS], sub_ext[RSI_MAX_DIMS];
   if (p->memo_recording) {
-    RSI_TRY(rsi_grow((void **)&p->memo_src, &p->cap_memo_src, p->memo_n + 1,
-                     sizeof *p->memo_src, 64, p->err));
-    RSI_TRY(rsi_grow((void **)&p->memo_slot, &p->cap_memo_slot,
-                     p->memo_n + 1, sizeof *p->memo_slot, 64, p->err));
-    RSI_TRY(rsi_grow((void **)&p->memo_bytes, &p->cap_memo_bytes,
-                     p->memo_n + 1, sizeof *p->memo_bytes, 64, p->err));
+    RSI_TRY(grow_held(p, (void **)&p->memo_src, &p->cap_memo_src,
+                      p->memo_n + 1, sizeof *p->memo_src, 64));
+    RSI_TRY(grow_held(p, (void **)&p->memo_slot, &p->cap_memo_slot,
+                      p->memo_n + 1, sizeof *p->memo_slot, 64));
+    RSI_TRY(grow_held(p, (void **)&p->memo_bytes, &p->cap_memo_bytes,
+                      p->memo_n + 1, sizeof *p->memo_bytes, 64));
+    RSI_TRY(reserve_held(p, &p->memo_boxes, 2 * p->ndim));
     p->memo_slot[p->memo_n] = -1;
     p->memo_bytes[p->memo_n] = -1;
     if (rsi_pool_push(&p->memo_boxes, off, p->ndim, p->err) < 0 ||
@@ -2121,6 +2214,7 @@ static rs_status plan_tensor(planner *p, const int64_t *src_ids, int64_t ns,
       p->entries[p->nentries - 1].n++;
     }
   }
+  RSI_TRY(check_tensor_size(p));
   if (p->dst_disjoint) return serve_groups(p, order);
   qsort(p->entries, (size_t)p->nentries, sizeof *p->entries, cmp_entry);
   mark_domains(p, 0, p->nentries);
@@ -2872,6 +2966,7 @@ static rs_status create(const rs_layout *src, const rs_layout *dst,
   p.only_domain = -1;
   p.part = ctx->plan_part;
   p.keeps_boxes = plan->keeps_boxes;
+  p.budget = rsi_plan_bytes;
   st = build(plan, src, dst, &p);
   planner_free(&p);
   if (per_rank) st = rsi_plan_rank_part(plan, st, err);

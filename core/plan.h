@@ -162,6 +162,11 @@ struct rs_plan {
 
 rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
                           rs_plan **out);
+
+/* The memory, in bytes, a plan may take while it is made and scheduled
+ * (core/plan.c, "the plan's size"): 100 x 2^26. Tests lower it to reach
+ * it with small layouts; nothing else writes it. */
+extern int64_t rsi_plan_bytes;
 void rsi_plan_destroy(rs_plan *plan);
 
 /* What lands in one destination domain (its ranks' domain_of id

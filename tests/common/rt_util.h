@@ -17,6 +17,20 @@
 
 #include "rt_value.h"
 
+/* 1 under AddressSanitizer, which reserves terabytes of address space and
+ * keeps freed memory resident in its quarantine: a test that limits or
+ * judges its memory leaves that to LeakSanitizer there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RT_SANITIZED 1
+#endif
+#endif
+#ifndef RT_SANITIZED
+#define RT_SANITIZED 0
+#endif
+
 /* Array literals for calls that take shapes, offsets, ranks: the one
  * definition the tests use. */
 #define I64(...) ((const int64_t[]){__VA_ARGS__})

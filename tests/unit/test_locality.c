@@ -15,15 +15,7 @@
 #include "rt_harness.h"
 #include "rt_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
+#if !RT_SANITIZED
 /* From here on this process may map at most `bytes` more than it has. */
 static void limit_address_space_growth(int64_t bytes) {
   long pages = 0;
@@ -207,7 +199,7 @@ Test(locality, domain_ids_far_apart_plan_as_small_ones, .timeout = 60) {
   }
   rs_context *a = NULL, *b = NULL;
   rs_plan *by_small = plan_fan_out(8, small, &a);
-#if !SANITIZED
+#if !RT_SANITIZED
   limit_address_space_growth((int64_t)1 << 30);
 #endif
   rs_plan *by_far = plan_fan_out(8, far, &b);
