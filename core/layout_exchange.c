@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rs_layout_allgather: every rank sends what it added; every rank decodes
  * all contributions, in rank order, into a fresh layout, which then replaces
  * its own. Decoding validates everything, so a rank cannot slip a malformed

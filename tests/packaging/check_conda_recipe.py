@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ctest packaging.conda_recipe: packaging/conda/recipe.yaml agrees with the
 CMake project and with what `cmake --install` really installs.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ctest packaging.versions: the version is written in one place, the
 RS_VERSION_MAJOR/MINOR/PATCH lines of capi/include/reshard/reshard.h, and
 everything else that states a version agrees with it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What check_conda_recipe.py and check_versions.py share: the project's
 version as the public header states it, PyYAML, and a report that names
 every check and fails when one disagrees."""

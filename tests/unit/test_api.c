@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The public API's housekeeping: versions, status text, dtypes, params,
  * domains, destroy(NULL), handle lifetimes, last-error text. */
 #include <criterion/criterion.h>
