@@ -30,58 +30,20 @@ import os
 import re
 import subprocess
 import sys
-from typing import Any, Dict, Optional
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from packaging_common import Report, header_version  # noqa: E402
-
-
-def read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def toml_table(text: str, table: str) -> Optional[Dict[str, Any]]:
-    """One table of a TOML file: tomllib (Python >= 3.11) or tomli when
-    there is one, else a reader of `key = "string"` / `key = 'string'`
-    lines, which is all the tables read here hold."""
-    try:
-        import tomllib as toml  # type: ignore
-    except ImportError:
-        try:
-            import tomli as toml  # type: ignore
-        except ImportError:
-            toml = None
-    if toml is not None:
-        data: Any = toml.loads(text)
-        for part in table.split("."):
-            if not isinstance(data, dict) or part not in data:
-                return None
-            data = data[part]
-        return data if isinstance(data, dict) else None
-    m = re.search(r"^\[%s\]\s*$(.*?)(?=^\[|\Z)" % re.escape(table), text,
-                  re.MULTILINE | re.DOTALL)
-    if not m:
-        return None
-    out: Dict[str, Any] = {}
-    for line in m.group(1).splitlines():
-        kv = re.match(r"""^\s*([\w.-]+)\s*=\s*(?:'([^']*)'|"((?:[^"\\]|\\.)*)"|\[(.*)\])""",
-                      line)
-        if kv:
-            out[kv.group(1)] = (kv.group(2) if kv.group(2) is not None else
-                                kv.group(3) if kv.group(3) is not None else
-                                re.findall(r'"([^"]*)"', kv.group(4) or ""))
-    return out
+from packaging_common import (Report, header_version, pyproject_project,  # noqa: E402
+                              read, toml_table)
 
 
 def python_version(src: str, version: str, rep: Report) -> None:
     pydir = os.path.join(src, "bindings", "python")
-    path = os.path.join(pydir, "pyproject.toml")
-    if not os.path.exists(path):
+    found = pyproject_project(src)
+    if found is None:
         rep.skip("Python: no bindings/python/pyproject.toml")
         return
-    text = read(path)
-    project = toml_table(text, "project") or {}
+    text, project = found
     static = project.get("version")
     dynamic = project.get("dynamic") or []
     if static is not None:
