@@ -17,11 +17,20 @@ Checked (skipped, saying why, where a file or a build product is absent):
     staged package, imported, reports the version (__version__);
   - packaging/conda/recipe.yaml: context.version;
   - packaging/debian/changelog: the upstream part of the first entry's
-    version (`libreshard (0.4.0-1) ...`);
+    version (`libreshard (0.5.0-1) ...`);
   - Lua rockspecs (*.rockspec), if any: the upstream part of `version`;
   - the Go binding: go.mod has no version; the doc comment of Version
     quotes one, which must be this one;
-  - the `reshard` program of the build: `reshard --version`.
+  - the `reshard` program of the build: `reshard --version`;
+  - the Python binding's CMakeLists.txt asks an installed libreshard for
+    this MAJOR.MINOR (find_package, pkg-config), as it exposes what this
+    release added;
+  - every `libreshard.so.X.Y.Z` that docs/ABI.md and the conda and Debian
+    READMEs name is this version;
+  - nothing is documented for a release after this one: no `@since X.Y`
+    or `since X.Y` in the public headers (capi/include/reshard/*.h) or
+    docs/ABI.md (its table of functions included), and no version node of
+    capi/reshard.map, names a later MAJOR.MINOR.
 """
 from __future__ import annotations
 
@@ -30,7 +39,7 @@ import os
 import re
 import subprocess
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from packaging_common import (Report, header_version, pyproject_project,  # noqa: E402
@@ -199,6 +208,91 @@ def go_version(src: str, version: str, rep: Report) -> None:
                   "bindings/go/types.go quotes %r; say %r" % (m.group(1), version))
 
 
+def major_minor(version: str) -> Tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+# `@since 0.5`, `since 0.5`, `(since\n * 0.5;` across a comment's lines
+SINCE = re.compile(r"(?i)(?:@since|\bsince)(?:\s|\*|//)+v?(\d+)\.(\d+)\b")
+# a row of docs/ABI.md's table of functions: `| ... | 0.5 |`
+SINCE_ROW = re.compile(r"^\|.*\|\s*(\d+)\.(\d+)\s*\|\s*$", re.MULTILINE)
+
+
+def since_versions(src: str, version: str, rep: Report) -> None:
+    mine = major_minor(version)
+    headers = os.path.join(src, "capi", "include", "reshard")
+    files = sorted(os.path.join(headers, f) for f in os.listdir(headers)
+                   if f.endswith(".h")) if os.path.isdir(headers) else []
+    files.append(os.path.join(src, "docs", "ABI.md"))
+    count, newest, late = 0, (0, 0), 0
+    for path in files:
+        if not os.path.exists(path):
+            rep.fail("no %s to read @since from" % os.path.relpath(path, src))
+            continue
+        text = read(path)
+        found = [(m.start(), m.group(1), m.group(2)) for m in SINCE.finditer(text)]
+        if path.endswith(".md"):
+            found += [(m.start(), m.group(1), m.group(2))
+                      for m in SINCE_ROW.finditer(text)]
+        for at, major, minor in sorted(found):
+            v = (int(major), int(minor))
+            count += 1
+            newest = max(newest, v)
+            if v > mine:
+                late += 1
+                rep.fail("%s:%d says since %d.%d, after %s, the version of "
+                         "reshard.h (raise RS_VERSION_* there, or correct it)"
+                         % (os.path.relpath(path, src),
+                            text.count("\n", 0, at) + 1, v[0], v[1], version))
+    if count and not late:
+        rep.ok("%d `since X.Y` in the public headers and docs/ABI.md, the "
+               "newest %d.%d: none after %s" % (count, newest[0], newest[1],
+                                                version))
+    elif not count:
+        rep.fail("found no `@since X.Y` in the public headers and docs/ABI.md")
+    path = os.path.join(src, "capi", "reshard.map")
+    if os.path.exists(path):
+        text = re.sub(r"/\*.*?\*/", " ", read(path), flags=re.DOTALL)
+        nodes = [(int(a), int(b)) for a, b in
+                 re.findall(r"\bRESHARD_(\d+)\.(\d+)\s*\{", text)]
+        top = max(nodes) if nodes else None
+        rep.check(top is not None and top <= mine,
+                  "capi/reshard.map: the newest version node, RESHARD_%s, is "
+                  "not after %s" % ("%d.%d" % top if top else "?", version),
+                  "a node for a later release than reshard.h states")
+
+
+def binding_minimum(src: str, version: str, rep: Report) -> None:
+    path = os.path.join(src, "bindings", "python", "CMakeLists.txt")
+    if not os.path.exists(path):
+        rep.skip("Python: no bindings/python/CMakeLists.txt")
+        return
+    text = read(path)
+    want = "%d.%d" % major_minor(version)
+    asks = re.findall(r"find_package\(\s*reshard\s+([0-9.]+)", text) + \
+        re.findall(r"\breshard\s*>=\s*([0-9.]+)", text)
+    rep.check(bool(asks) and all(a == want for a in asks),
+              "Python: bindings/python/CMakeLists.txt asks an installed "
+              "libreshard for %s (%s)" % (want, ", ".join(asks) or "nothing"),
+              "the binding exposes what %s added; ask for %s" % (want, want))
+
+
+def docs_versions(src: str, version: str, rep: Report) -> None:
+    for rel in ("docs/ABI.md", "packaging/conda/README.md",
+                "packaging/debian/README"):
+        path = os.path.join(src, rel)
+        if not os.path.exists(path):
+            continue
+        text = read(path)
+        named = re.findall(r"libreshard\.so\.(\d+\.\d+\.\d+)", text)
+        named += re.findall(r"debian/changelog: (\d+\.\d+\.\d+)-", text)
+        if named:
+            rep.check(all(v == version for v in named),
+                      "%s names version %s" % (rel, ", ".join(sorted(set(named)))),
+                      "say %s" % version)
+
+
 def build_versions(build: Optional[str], version: str, rep: Report) -> None:
     if not build:
         rep.skip("build: no --build-dir: configure_file outputs not checked")
@@ -262,6 +356,9 @@ def main() -> int:
     debian_version(src, version, rep)
     lua_version(src, version, rep)
     go_version(src, version, rep)
+    binding_minimum(src, version, rep)
+    docs_versions(src, version, rep)
+    since_versions(src, version, rep)
     return rep.finish()
 
 
