@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_colocated: a colocated weight sync (trainer and inference engine on
  * the same 8 MPI processes, as verl, OpenRLHF and NeMo RL run RL), two ways
  * in one run.

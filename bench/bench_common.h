@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the libreshard benchmarks: the machine line, clocks,
  * peak memory, status checks, an aligned result table, reference values to
  * fill and verify bf16 boxes, box copies, and (when <mpi.h> comes first)

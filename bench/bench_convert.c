@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_convert: single-thread bandwidth of the host conversions beside a
  * memcpy of the same source bytes, in the same run. Two sets of rows:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_exec_local: bytes per second of rs_plan_execute with the in-process
  * transport, beside a plain memcpy of the same byte count in the same run.
  *

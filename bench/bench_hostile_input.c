@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_hostile_input: input built to stall a process must not, on one core.
  *
  * Two figures, each beside a baseline measured in the same run and the 2 s

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The main job of the MPI benches (bench_mpi_refit, bench_mpi_fp8): eight
  * processes; ranks 0..3 are trainers holding Qwen3-32B decoder layers in
  * bf16 as TP2 x DP2 (rank = dp*2 + tp), ranks 4..7 inference engines, also

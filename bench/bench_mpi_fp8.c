@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_mpi_fp8: a weight sync into an fp8 engine between MPI processes,
  * three ways in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_mpi_refit: a weight sync between MPI processes, two ways in one run.
  *
  * Ranks 0..3 are trainers holding Qwen3-32B decoder layers as TP2 x DP2

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_plan_blowups: how long building layouts and rs_plan_create take on
  * four valid but adversarial layouts that once made planning quadratic,
  * each beside a benign layout of the same tensor bytes and a comparable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_plan_dsv3: how long rs_plan_create takes, and how much memory it
  * needs, for a DeepSeek-V3-shaped refit on 512 ranks (or more: see Usage).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench_published: the cost model of `reshard plan` held against published
  * figures. Runs the reference's (NVIDIA nccl_m2n) published and shipped
  * configurations and the catalog's own, and prints our predictions beside

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Run the CPU benches several times and print each closing-table figure as
 min and median over the runs, with the machine's load before each run: the
 numbers the README's Figures table quotes.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """How planning grows with the job: `reshard plan` on DeepSeek-V3 from
 trainer EP16 x PP8 x EDP to inference TP8 x DP (as many GPUs on each side),
 256 to 8192 GPUs a side, on dgx-h100. For each size it prints the plan's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The ABI guard (ctest abi.abidiff): compare libreshard.so.0 as built with
 # the committed baseline of the last release (packaging/abi/, made by
 # abidw from a build with debug info), restricted to the public headers.

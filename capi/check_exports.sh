@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The ABI check (ctest abi.exports): three lists of the public functions
 # must be the same set, and agree on when each came.
 #   1. what the shared library exports (readelf --dyn-syms), with the

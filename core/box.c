@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Box algebra (box.h): volumes, intersections, containment, subtraction
  * into slabs, and the order and aliasing of a strided box's dims. */
 #include "box.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Box algebra: hyper-rectangles [off, off+ext) in a tensor's index space.
  * A box of ndim dims is two int64 arrays (offset, extent). Pure functions,
  * no allocation. Extents are >= 0; a box with any extent 0 is empty. */

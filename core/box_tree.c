@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Box trees (box_tree.h): building by median splits, queries by a
  * depth-first walk over the nodes whose bounds meet the query box.
  *

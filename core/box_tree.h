@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Box trees: a bounding-volume tree over n boxes of one index space, to find
  * the boxes that meet a query box, or two boxes that meet each other,
  * without comparing every pair and whatever dim the boxes vary in (rows,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The layering check (ctest abi.layering): core/ never calls capi/
 # (docs: DESIGN.md, "Layers"). No object of the core may need an rs_*
 # function that the core does not define itself (those are the public

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The context (context.h): its creation and assembly on a transport (a
  * module's, with domains from the module's hosts or RESHARD_DOMAIN_SIZE),
  * its reference count, its settings and their bounds, and the fail-stop

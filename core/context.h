@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The context: world, domains, settings, transport, and the error record
  * that every handle made from it reports into. Reference counted: layouts
  * and plans hold a reference, so any destroy order is safe. */

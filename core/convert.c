@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host conversion loops (convert.h): one small loop per dtype pair, picked
  * once per call, over convert_elem.h's per-element functions, written so
  * that the compiler vectorizes them (no branch inside; selects only).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host conversion of elements, for the copy engine when a destination has
  * another dtype than its source: plain casts between f32, bf16 and f16,
  * and block-scaled fp8 e4m3 as DeepSeek-V3-style engines load it (the

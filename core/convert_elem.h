@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-element conversions between f32, bf16, f16 and fp8 e4m3, and the
  * scale of one block of block-scaled fp8: the math that the host loops
  * (convert.c) and the CUDA kernels share. Plain C11 that also compiles as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host copies of strided boxes (copy.h): the walk over contiguous runs,
  * and the plain copy that memcpy's them. */
 #include "copy.h"

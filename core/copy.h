@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host copies of strided boxes: the pack and unpack of the executor.
  * Dimensions are merged where both sides are contiguous across them, and
  * contiguous runs are copied with memcpy. The walk over runs is shared

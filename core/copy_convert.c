@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Converting host copies (copy_convert.h).
  *
  * CAST walks copy.c's runs (merged dims) and casts each run with one call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host copies that convert on the way (rsi_copy ops CAST, QUANTIZE and
  * SCALES, engine.h): the walks of copy.c's runs and of a box's rows,
  * calling convert.h's row loops on contiguous runs. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The threads of a batch of host copies (copy_pool.h). Parts are claimed
  * from a shared counter, by the workers and by the calling thread alike,
  * so a run finishes even when no worker could be started.

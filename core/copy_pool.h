@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Threads that share a batch of host copies (RS_PARAM_COPY_THREADS): the
  * calling thread and up to RSI_COPY_POOL_MAX - 1 workers, started when a
  * batch first asks for them and kept until the pool is destroyed. A

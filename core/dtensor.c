@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* DTensor placements: a mesh coordinate's local box, following torch.chunk
  * and DTensor's _local_shard_size_and_offset exactly: a dim of size s split
  * n ways gets chunks of ceil(s / n); trailing chunks may be short or empty

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element types (dtype.h): one switch per fact, over the pinned rs_dtype
  * values of reshard.h. */
 #include "dtype.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element types: the size and the name of every rs_dtype, for the core
  * and (through thin wrappers) for rs_dtype_size / rs_dtype_name. */
 #ifndef RS_CORE_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Copy engines: how bytes are packed, unpacked, copied and where staging
  * lives, for one kind of memory. The executor computes addresses (base
  * plus offset) but never reads or writes user or staging memory itself:

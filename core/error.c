@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error recording (error.h). A message is formatted, then copied into the
  * record with every control byte and every byte outside well-formed UTF-8
  * written as \xNN, so that a name echoed back (an unknown tensor, bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error recording: a status is returned, a message is recorded (with the
  * file and line that raised it), and the caller's buffers are left alone. */
 #ifndef RS_CORE_ERROR_H

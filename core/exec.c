@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Executing a plan: binding memory, the checks made before any byte
  * moves, and the life of an execution (start, test, wait, abort). The
  * driver (exec_run.c) moves the bytes; exec_guard.c makes an execution

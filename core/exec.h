@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Executing a plan (exec.c): binding memory, the checks made before any
  * byte moves, and the life of one execution: started without waiting,
  * advanced by test or wait, aborted from any thread. One execution is in

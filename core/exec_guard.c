@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agreement, the hello, notices and bounded waits of an execution
  * between processes (exec_guard.h says why each exists). Control records
  * are little-endian words with a checksum word at the end, so a damaged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What makes an execution between processes trustworthy: a rank returns
  * RS_OK only when every byte it received came from its peers' execution of
  * the same plan and the same generation, and every peer finished that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one driver (exec_run.h): steps of every driven rank, packed and
  * unpacked through the copy engine, moved by the transport. */
 #include "exec_run.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one driver: every rank this process drives (one between processes,
  * all of them in process) runs its steps (core/staging.h) as a small state
  * machine. A step begins by posting its receives, then packing (through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Growable arrays: one way to make room, doubling. */
 #ifndef RS_CORE_GROW_H
 #define RS_CORE_GROW_H

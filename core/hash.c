@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* FNV-1a 64 and SipHash-2-4 (see hash.h for which serves what), and the
  * random keys of SipHash. SipHash follows the paper: 64-bit words read
  * little-endian, two compression rounds per word, four finalization

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hashes of the core, each written once.
  *
  * FNV-1a 64 is for sums that every rank must compute alike: the layout wire

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Markers for functions that run on both sides of a CUDA build: plain C11
  * here, __host__ __device__ when nvcc compiles the file as CUDA C++. Per-
  * element and per-thread helpers that a kernel and its CPU twin share are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Layouts (layout.h): the coordinate pool, tensors and the index from
  * names to them, shards and DTensor placements, each validated as it is
  * added, and taking back what was added since a mark. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Layouts: named tensors and the shards (boxes in some rank's memory) that
  * hold them. Everything a shard says is validated when it is added; what
  * needs the whole layout (two destination shards sharing bytes) is checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rs_layout_allgather: every rank sends what it added; every rank decodes
  * all contributions, in rank order, into a fresh layout, which replaces its
  * own once every rank has said (the verdict, collective.h) that it decoded

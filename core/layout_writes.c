@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination write check (rsi_layout_check_writes, layout.h): no two
  * shards of one rank write the same byte of one buffer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The planner: intersections, replica choice, domain grouping.
  *
  * Per tensor, shards with identical boxes are grouped (a group's holders are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plans: the moves that turn a source layout into a destination layout.
  *
  * A move copies one box of one tensor from a source endpoint to a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plan as JSON, for people and tools: tensors, the figures of every
  * rank that takes part (idle ranks are only counted), and every move.
  * Tensor names are well-formed UTF-8 without control bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plan's part (RS_PARAM_PLAN_PART): what one rank sends, receives,
  * forwards and copies. A scheduled plan keeps the messages with that rank
  * at either end, their moves in the same order, the relay slots those

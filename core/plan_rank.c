@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A rank's part planned by the rank itself (docs/PLANNING.md, "A rank's
  * part, planned by the rank"). With rounds by domain pair, every round of
  * a move follows from the moves into the domain it lands in, so a rank of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rounds, relay slots, messages and per-rank figures, in one of two ways
  * (RS_PARAM_ROUNDS): packed over the whole job (assign_rounds, below), or
  * by domain pair (assign_labels, "rounds by domain pair" further down).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sorting many records by a two-word key in linear time: the planner's
  * schedule sorts every unit and every move of a plan (tens of millions at
  * thousands of ranks), where a comparison sort was a fifth of the time. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replica sets: the ranks that hold one source box, and the bytes each of
  * them has sent across domains for pieces of any box the same ranks hold.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Holding SIGPIPE while a call talks to peers (see sigpipe.h). */
 #include "sigpipe.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Holding SIGPIPE while a call talks to peers.
  *
  * When a peer process dies, a write to the socket that led to it fails

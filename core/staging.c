@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Steps, segments and staging sizes (staging.h says the rules). */
 #include "staging.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How a plan's messages become steps and staging: one set of rules that
  * the planner's figures and the executor's allocation both follow, so that
  * RS_STAT_STAGING_BYTES is what an execution allocates.

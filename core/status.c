@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status texts (status.h): one switch per text, over the pinned rs_status
  * values of reshard.h. */
 #include "status.h"

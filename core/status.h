@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status texts: the short description and the enumerator's name of every
  * rs_status, for the core (messages that quote another rank's status) and
  * (through thin wrappers) for rs_status_string / rs_status_name. */

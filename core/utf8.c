@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The UTF-8 well-formedness check of utf8.h: Table 3-7 of the Unicode
  * standard (the second byte's range depends on the first byte; every later
  * byte is 0x80..0xbf). */

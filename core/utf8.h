@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* UTF-8 as libreshard takes it from callers: tensor names must be
  * well-formed UTF-8 without control characters (rsi_layout_add_tensor), so
  * that they go into JSON and error messages as they are, and error messages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The version string (version.h), spelled out from the RS_VERSION_*
  * macros of reshard.h at compile time. */
 #include "version.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layout wire format (wire.h): encoding, decoding with every length
  * checked before it is read, and merging encodings into a layout all or
  * nothing. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layout wire format: what one rank sends the others in
  * rs_layout_allgather. Little-endian, versioned, size-checked:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Start a reshard without waiting, do other work while it runs, then wait:
  * the asynchronous calls of libreshard 0.2, here in one process (between
  * processes and on GPUs they are used the same way). Also shows a buffer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reshard one 2-D tensor from 2 ranks (rows split) to 3 ranks (columns
  * split), all in this process, and check the result. */
 #include <reshard/reshard.h>

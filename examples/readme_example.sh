@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Compile and run the C block under "## A short example" in the README,
 # exactly as it stands.
 # Usage: readme_example.sh README.md INCLUDE_DIR STATIC_LIB WORK_DIR

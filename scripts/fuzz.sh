@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build the libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined)
 # in build/fuzz and run each for a bounded time, starting from its
 # committed corpus tests/fuzz/corpus/<target>/ (read only; new inputs go to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Set up, build, and run the main job on the embedded default: 8 MPI
 # processes on this machine. Trainer ranks 0-3 (TP2 x DP2) hold two Qwen3-32B
 # decoder layers (1.95 GB of bf16); each describes only its own shards, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build libreshard and its whole test suite with clang's AddressSanitizer
 # and UndefinedBehaviorSanitizer in build/asan, and run every ctest entry
 # (unit, property, bad-input catalog, fuzz corpus replay, MPI integration,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what building and testing libreshard needs (Debian 12). Safe to
 # run again; does nothing but apt when everything is there.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Set up, build with warnings as errors, check the install, run every test.
 # The last lines are ctest's summary.
 set -euo pipefail

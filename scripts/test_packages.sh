@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build the Debian packages of packaging/debian from a copy of this tree,
 # lint them, install them, use each of them from a folder outside the tree
 # with nothing of the source or build tree on any path, purge them and

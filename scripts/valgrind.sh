@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Run a representative subset of the tests under valgrind memcheck: the
 # bad-input catalog (every API area), the API, wire-format and in-process
 # execution suites (Criterion, one worker at a time, followed across its

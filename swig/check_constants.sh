@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The constants of reshard.i must be the headers': every "%constant int
 # NAME = V;" is compared with the value the C compiler gives NAME, and
 # every enumerator of the public headers (RS_... = V inside an enum) must

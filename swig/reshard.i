@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one SWIG interface of libreshard, for Python, Go and Lua.
  *
  * It wraps rsw.h, the C API recast for bindings (every fallible call fills

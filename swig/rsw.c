@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bindings' shim (rsw.h): each function calls the C API and records
  * the outcome in an rsw_result. */
 #include "rsw.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The language bindings' view of libreshard: the C API recast so that one
  * SWIG interface (reshard.i) serves Python, Go and Lua without per-language
  * pointer typemaps.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compiled with -std=c99 and -std=c11, -Wall -Wextra -pedantic -Werror:
  * the public header must compile cleanly on its own, first of all includes,
  * and link against the library. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled with g++ -std=c++11 -Wall -Wextra -pedantic -Werror: the public
 // header must be usable from C++ (extern "C", no C-only constructs).
 #include <reshard/reshard.h>

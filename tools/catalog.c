@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model catalog. Facts from each model's config.json (see
  * shared/reference/models.json and layer-tensors.md). */
 #include "catalog.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model catalog: every parameter tensor of a few public models, with
  * its Hugging Face name, shape and dtype, experts stacked per layer into
  * [E, ...] tensors as trainers hold them. Architecture facts come from the

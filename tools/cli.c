@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reshard: predict how long a weight sync of a real model takes on a real
  * cluster, for libreshard's plan and the strategies it competes with. */
 #include <stdio.h>

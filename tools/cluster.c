@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cluster presets and the cluster JSON reader (json-c). */
 #include "cluster.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cluster descriptions: per-GPU NVLink, network and memory bandwidth,
  * per-message latency, NVLink domain size. Presets are JSON files (tools/clusters/,
  * installed to share/reshard/clusters, and compiled into the tools); any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Errors, allocation and box arithmetic for the tools library. */
 #include "rt_common.h"
 

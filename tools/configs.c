@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The named configurations. Train specs use the reference's conventions:
  * edp = expert data parallel (its "dp"), dense DP derived. */
 #include "configs.h"

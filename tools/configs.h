@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Named configurations: the reference's published and shipped system
  * configurations (shared/reference/published.md) and the catalog's own,
  * one per model and cluster, as `reshard plan --config NAME` and the

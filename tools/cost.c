@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Link loads and their times. */
 #include "cost.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cost model, the same for every strategy: each GPU has four links
  * (NVLink out, NVLink in, NIC out, NIC in) and its own memory, which a copy
  * inside the GPU (bytes a rank already holds, colocated) uses instead of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dtypes of a weight sync: the options, and which tensors are quantized. */
 #include "dtypes.h"
 

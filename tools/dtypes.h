@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dtypes of a weight sync: what the trainer holds (bf16 or fp32), what
  * the inference engine holds (bf16, fp32, or fp8 with block scales as
  * vLLM's and DeepSeek-V3's fp8 checkpoints do), and so, tensor by tensor,

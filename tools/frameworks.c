@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Trainer (Megatron-style) and inference (vLLM-style) layouts. */
 #include "frameworks.h"
 

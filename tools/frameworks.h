@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framework layouts: how a Megatron-style trainer and a vLLM-style
  * inference engine shard every tensor of a catalog model, as device meshes
  * with DTensor placements and explicit rank strides (the launchers' rank

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gather-and-broadcast as RL frameworks run it, its ideal variant, and the
  * same with a dtype conversion (gather, quantize or cast, broadcast).
  * Colocated, the all-gather-and-slice that colocated frameworks run. See

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Jobs: placement, shards in memory, layouts, holder groups. */
 #include "job.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A job: a catalog model, a trainer layout, an inference layout, the
  * dtypes of both sides and a cluster, with every rank placed on an NVLink
  * domain. Builds the libreshard layouts (through the public API) and the

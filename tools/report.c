@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Running the model and presenting it. */
 #include "report.h"
 #include "report_dtypes.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One run of the model: build the layouts, plan with libreshard, model
  * every strategy on the same links, and present the figures as a table or
  * JSON. */

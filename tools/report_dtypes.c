@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dtype conversion in the report: table lines and JSON. */
 #include "report_dtypes.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The parts of a report about dtypes changing on the way: which tensors
  * are quantized and why some are not, what each rank converts, and what
  * the conversion saves against the same sync without it; as table lines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the `reshard` tools library: error text, boxes,
  * allocation. The tools use libreshard only through its public C API. */
 #ifndef RT_COMMON_H

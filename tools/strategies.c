@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The strategies of the cost model but gather-and-broadcast
  * (gather_bcast.c): ours, the reference's algorithms, the lower bound.
  * See strategies.h and docs/MODEL.md. */

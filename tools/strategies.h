@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The strategies the cost model compares, all on the same links:
  * - ours: the libreshard plan, from its per-rank figures and its moves;
  * - the reference's (NVIDIA nccl_m2n) hierarchical algorithm as it

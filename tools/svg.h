@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An SVG picture of a report: the rank-to-rank traffic matrix of our plan,
  * the time of every GPU link (NIC and NVLink, out and in) against the
  * lower bound, and the strategies side by side. */

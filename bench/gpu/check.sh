@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libreshard's GPU check, in one go, on a machine with one NVIDIA GPU:
 #   bash bench/gpu/check.sh            (from anywhere; it works in the repo)
 # Steps, each under `timeout`, each timed:

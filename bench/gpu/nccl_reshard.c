@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nccl_reshard: libreshard's NCCL transport on one real GPU, through the
  * public API only (reshard.h, reshard_nccl.h) and the CUDA runtime.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA copy engine's kernels on a real GPU (core/transport/nccl/
  * pack.cu and pieces.h; convert_pack.cu and convert_pieces.h): (a)
  * correctness, random strided boxes (ranks 1..8, element sizes 1..16,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package reshard
 
 // Changing dtype on the way: a bf16 source lands as block-scaled fp8

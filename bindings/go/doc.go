@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package reshard is the Go binding of libreshard, which moves model weights
 // from one distributed layout straight into another (trainer TP/PP/DP
 // shards into inference TP/DP shards, say), sending every destination shard

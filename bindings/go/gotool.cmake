@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runs the go tool on the Go binding against a build tree of libreshard,
 # offline and with every cache in the build tree (ctest go.vet, go.test,
 # go.example; `cmake --build <build> --target reshard_go`).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 --- reshard: libreshard for Lua 5.4.
 --
 -- `local reshard = require "reshard"` gives contexts, layouts, plans and

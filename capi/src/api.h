@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the C API layer: argument checks that record where the
  * failure happened. */
 #ifndef RS_CAPI_API_H

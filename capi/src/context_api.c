@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The context entry points: argument checks, then the core (context.h),
  * which assembles contexts and holds the settings. */
 #include "api.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The execution entry points of the ABI: binding memory of a kind,
  * starting, testing, waiting for and aborting an execution. Argument
  * checks here; core/exec.c does the work. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layout calls of the public API: argument checks, then core/layout
  * (declaring tensors and shards) and core/wire (serializing, and
  * deserializing in place, all or nothing). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The MPI entry points. They live in libreshard itself and hand the
  * communicator to the core, which loads the MPI transport module on first
  * use (core/transport/module.c), so this file names no MPI type. */

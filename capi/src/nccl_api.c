@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NCCL entry points. They live in libreshard itself and hand their
  * arguments to the core, which loads the NCCL transport module on first
  * use (core/transport/module.c), so this file names no CUDA or NCCL type. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status texts, dtype facts, the per-thread error fallback, rs_free: thin
  * wrappers over the core (status.h, dtype.h, error.h). */
 #include <stdlib.h>

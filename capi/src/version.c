@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The version of the loaded library: the RS_VERSION_* macros of reshard.h
  * (which CMake reads too), and the core's text of them (version.h). */
 #include <reshard/reshard.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loading transport modules: the only process-wide state in libreshard.
  *
  * A transport with an outside engine (MPI, NCCL) lives in a module of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one internal transport interface: how bytes travel between ranks.
  * The executor (core/exec_run.c) decides what to send when; a copy engine
  * (core/engine.h) packs and unpacks; a transport only moves bytes. A

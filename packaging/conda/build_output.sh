@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build one output of recipe.yaml; RESHARD_OUTPUT (set by the recipe's
 # build.script.env) says which: lib, mpi, nccl, tools or python.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Print the dpkg symbols file of libreshard0, made from the linker version
 # script capi/reshard.map, so that the two cannot drift apart: every
 # symbol with the version node that added it, and the node's release as

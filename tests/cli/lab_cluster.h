@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small hand-worked cluster for the cost-model tests: NVLink 100 GB/s,
  * NIC 10 GB/s, latencies 1 us / 2 us, domains of 2 GPUs, and no HBM
  * figure (so the default: copies at 0.9 x 3350 / 2 GB/s). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cluster presets and the cluster JSON reader: a good file, and malformed
  * files giving a clear error, never a crash. */
 #include <criterion/criterion.h>

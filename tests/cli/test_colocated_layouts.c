@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Colocated jobs (reshard plan --colocate): trainer rank i and inference
  * rank i are one GPU. The shared ranks and the T == G rule; where the
  * bytes come from (local + intra + inter = what the inference ranks need);

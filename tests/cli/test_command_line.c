@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The `reshard` program: help, errors with messages and exit status, a
  * small plan as a table, as JSON and as SVG. RESHARD_CLI is its path. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cost model on tiny hand-worked cases: one link's time, the slowest
  * link, routing, the strategies and the lower bound on a small job. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dtypes changing on the way (--train-dtype, --infer-dtype, --fp8-*):
  * which tensors are quantized and why some are not, the bytes and the
  * conversion work the plan really does, the comparison rows, the JSON, and

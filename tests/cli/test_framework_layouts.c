@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framework layouts: spec parsing and checks, Megatron and vLLM meshes,
  * rank placement on domains, fused inference buffers, and a whole reshard
  * of tiny models executed in process and checked element by element. */

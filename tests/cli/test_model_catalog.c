@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model catalog: totals against the published counts, names and shapes
  * of the tensors, stacked experts. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tiny model descriptions for the tests of the `reshard` program: the same
  * families as the catalog, sizes small enough to execute a whole reshard in
  * process; and the bytes a TP2 rank of a job holds. */

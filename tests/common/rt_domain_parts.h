@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A destination domain's part (rsi_plan_create_domain, core/plan.h)
  * against the whole plan: the part holds exactly the whole plan's moves
  * that land in the domain, and the parts of every domain together are the

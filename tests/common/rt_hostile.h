@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile layout inputs, shared by tests/test_hostile_input.c and
  * bench/bench_hostile_input.c: tensor names built to collide in the name
  * index libreshard used to have (FNV-1a 32, open addressing, slot = low

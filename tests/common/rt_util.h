@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the libreshard Criterion tests: array literals, filling
  * and checking shards in strided local memory with the values of
  * rt_value.h, the torch.chunk / DTensor reference box, and small string and

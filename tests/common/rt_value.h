@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one value generator of the tests: the value of every element of every
  * tensor, derived from (generation, tensor, global linear index), so that a
  * test fills sources and checks destinations without keeping a copy, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writing layout wire bytes by hand, field by field, for the bad-input
  * catalog and the fuzz seed corpus: every field of the format can be given
  * any value, then the length field and the checksum are fixed up (or not).

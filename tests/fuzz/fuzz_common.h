@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the libFuzzer targets: a reader that turns fuzz bytes into
  * arguments (small numbers most of the time, boundary values often, raw
  * 64-bit values sometimes), the status sets each public call documents,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: layout construction from fuzzed arguments.
  *
  * Input: a world size byte, then a stream of operations, each a selector

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: plan creation (and execution) from fuzzed pairs of layouts.
  *
  * The input chooses a world (1-8 ranks, in this process), domains, the

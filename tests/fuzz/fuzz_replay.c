@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A main() for the fuzz targets without libFuzzer: feeds every file named
  * on the command line (or found in a folder named there; a folder that
  * does not exist is skipped) to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the layout wire-format decoder (rs_layout_deserialize).
  *
  * Input: one mode byte, then the bytes to decode. Mode bit 0 set: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writes the hand-made seeds of the fuzz corpus:
  *
  *   fuzz_make_corpus tests/fuzz

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libreshard over MPI: integration cases that every rank runs. Each rank
  * describes only its own shards and calls rs_layout_allgather, unless a case
  * says otherwise; a case fails when it fails on any rank.

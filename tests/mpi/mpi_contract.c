@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libreshard over MPI: the contracts of issue 13 that only show between
  * processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libreshard over MPI: what happens when ranks do not play along.
  *
  *   mpirun -np N mpi_fault mismatch        ranks build different layouts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The MPI harness (mpi_harness.h): case bookkeeping, the layout model,
  * buffers and their values, one end-to-end transfer. */
 #include "mpi_harness.h"

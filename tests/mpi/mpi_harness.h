@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one harness of the libreshard programs that run under mpiexec
  * (mpi_cases.c, mpi_fault.c, mpi_victim.c, mpi_interleave.c here, and
  * tests/soak/soak.c): named cases that every rank runs and whose results

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plans executed in different orders, stray calls, skipped calls: a rank
  * may get an error, but never RS_OK with bytes from another plan or another
  * execution.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libreshard over MPI when a process fails: what the others see.
  *
  *   mpirun --enable-recovery -np N mpi_victim MODE [--timeout-ms T]

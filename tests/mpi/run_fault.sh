@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Run one fault mode under mpirun and judge it from what the ranks print.
 #
 #   run_fault.sh EXPECTED_PASSES LIMIT_S CHECK_RC mpirun ARGS...

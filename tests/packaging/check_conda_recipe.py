@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ctest packaging.conda_recipe: packaging/conda/recipe.yaml agrees with the
 CMake project and with what `cmake --install` really installs.
 
@@ -8,6 +9,7 @@ No conda build tool runs here: the recipe is parsed with PyYAML (its
 `${{ ... }}` Jinja expressions are plain strings to YAML) and cross-checked.
 It fails, naming what disagrees, when
   - its version (context.version) is not the one reshard.h states;
+  - its license is not Apache-2.0 with LICENSE as about.license_file;
   - its outputs miss a transport module core/CMakeLists.txt builds, or name
     a module file other than the one CMake makes (libreshard-<name>.so.<major>);
   - a package_contents entry (read the way rattler-build reads it on Linux)
@@ -382,6 +384,21 @@ def main() -> int:
               and os.path.samefile(os.path.join(recipe.dir, str(spath)), src),
               "source.path %r is the repository" % spath,
               "it does not lead from %s to %s" % (recipe.dir, src))
+
+    # -- the license: the project's (LICENSE, packaging.license) --
+    about = d.get("about") or {}
+    rep.check(about.get("license") == "Apache-2.0",
+              "about.license is Apache-2.0 (LICENSE)",
+              "it is %r" % about.get("license"))
+    lfiles = [str(e) for e in flatten(about.get("license_file"))]
+    # rattler-build looks for a license file in the source, then the recipe
+    # folder.
+    found = [e for e in lfiles if os.path.isfile(os.path.join(src, e))
+             or os.path.isfile(os.path.join(recipe.dir, e))]
+    rep.check("LICENSE" in found and found == lfiles,
+              "about.license_file %s (in the source)" % lfiles,
+              "it is %r; it must name LICENSE, and every file it names must "
+              "exist in %s or %s" % (lfiles, src, recipe.dir))
 
     outs = recipe.outputs()
     names = [str(o["package"].get("name")) for o in outs]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ctest packaging.versions: the version is written in one place, the
 RS_VERSION_MAJOR/MINOR/PATCH lines of capi/include/reshard/reshard.h, and
 everything else that states a version agrees with it.
@@ -16,11 +17,20 @@ Checked (skipped, saying why, where a file or a build product is absent):
     staged package, imported, reports the version (__version__);
   - packaging/conda/recipe.yaml: context.version;
   - packaging/debian/changelog: the upstream part of the first entry's
-    version (`libreshard (0.4.0-1) ...`);
+    version (`libreshard (0.5.0-1) ...`);
   - Lua rockspecs (*.rockspec), if any: the upstream part of `version`;
   - the Go binding: go.mod has no version; the doc comment of Version
     quotes one, which must be this one;
-  - the `reshard` program of the build: `reshard --version`.
+  - the `reshard` program of the build: `reshard --version`;
+  - the Python binding's CMakeLists.txt asks an installed libreshard for
+    this MAJOR.MINOR (find_package, pkg-config), as it exposes what this
+    release added;
+  - every `libreshard.so.X.Y.Z` that docs/ABI.md and the conda and Debian
+    READMEs name is this version;
+  - nothing is documented for a release after this one: no `@since X.Y`
+    or `since X.Y` in the public headers (capi/include/reshard/*.h) or
+    docs/ABI.md (its table of functions included), and no version node of
+    capi/reshard.map, names a later MAJOR.MINOR.
 """
 from __future__ import annotations
 
@@ -29,58 +39,20 @@ import os
 import re
 import subprocess
 import sys
-from typing import Any, Dict, Optional
+from typing import Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from packaging_common import Report, header_version  # noqa: E402
-
-
-def read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def toml_table(text: str, table: str) -> Optional[Dict[str, Any]]:
-    """One table of a TOML file: tomllib (Python >= 3.11) or tomli when
-    there is one, else a reader of `key = "string"` / `key = 'string'`
-    lines, which is all the tables read here hold."""
-    try:
-        import tomllib as toml  # type: ignore
-    except ImportError:
-        try:
-            import tomli as toml  # type: ignore
-        except ImportError:
-            toml = None
-    if toml is not None:
-        data: Any = toml.loads(text)
-        for part in table.split("."):
-            if not isinstance(data, dict) or part not in data:
-                return None
-            data = data[part]
-        return data if isinstance(data, dict) else None
-    m = re.search(r"^\[%s\]\s*$(.*?)(?=^\[|\Z)" % re.escape(table), text,
-                  re.MULTILINE | re.DOTALL)
-    if not m:
-        return None
-    out: Dict[str, Any] = {}
-    for line in m.group(1).splitlines():
-        kv = re.match(r"""^\s*([\w.-]+)\s*=\s*(?:'([^']*)'|"((?:[^"\\]|\\.)*)"|\[(.*)\])""",
-                      line)
-        if kv:
-            out[kv.group(1)] = (kv.group(2) if kv.group(2) is not None else
-                                kv.group(3) if kv.group(3) is not None else
-                                re.findall(r'"([^"]*)"', kv.group(4) or ""))
-    return out
+from packaging_common import (Report, header_version, pyproject_project,  # noqa: E402
+                              read, toml_table)
 
 
 def python_version(src: str, version: str, rep: Report) -> None:
     pydir = os.path.join(src, "bindings", "python")
-    path = os.path.join(pydir, "pyproject.toml")
-    if not os.path.exists(path):
+    found = pyproject_project(src)
+    if found is None:
         rep.skip("Python: no bindings/python/pyproject.toml")
         return
-    text = read(path)
-    project = toml_table(text, "project") or {}
+    text, project = found
     static = project.get("version")
     dynamic = project.get("dynamic") or []
     if static is not None:
@@ -236,6 +208,91 @@ def go_version(src: str, version: str, rep: Report) -> None:
                   "bindings/go/types.go quotes %r; say %r" % (m.group(1), version))
 
 
+def major_minor(version: str) -> Tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+# `@since 0.5`, `since 0.5`, `(since\n * 0.5;` across a comment's lines
+SINCE = re.compile(r"(?i)(?:@since|\bsince)(?:\s|\*|//)+v?(\d+)\.(\d+)\b")
+# a row of docs/ABI.md's table of functions: `| ... | 0.5 |`
+SINCE_ROW = re.compile(r"^\|.*\|\s*(\d+)\.(\d+)\s*\|\s*$", re.MULTILINE)
+
+
+def since_versions(src: str, version: str, rep: Report) -> None:
+    mine = major_minor(version)
+    headers = os.path.join(src, "capi", "include", "reshard")
+    files = sorted(os.path.join(headers, f) for f in os.listdir(headers)
+                   if f.endswith(".h")) if os.path.isdir(headers) else []
+    files.append(os.path.join(src, "docs", "ABI.md"))
+    count, newest, late = 0, (0, 0), 0
+    for path in files:
+        if not os.path.exists(path):
+            rep.fail("no %s to read @since from" % os.path.relpath(path, src))
+            continue
+        text = read(path)
+        found = [(m.start(), m.group(1), m.group(2)) for m in SINCE.finditer(text)]
+        if path.endswith(".md"):
+            found += [(m.start(), m.group(1), m.group(2))
+                      for m in SINCE_ROW.finditer(text)]
+        for at, major, minor in sorted(found):
+            v = (int(major), int(minor))
+            count += 1
+            newest = max(newest, v)
+            if v > mine:
+                late += 1
+                rep.fail("%s:%d says since %d.%d, after %s, the version of "
+                         "reshard.h (raise RS_VERSION_* there, or correct it)"
+                         % (os.path.relpath(path, src),
+                            text.count("\n", 0, at) + 1, v[0], v[1], version))
+    if count and not late:
+        rep.ok("%d `since X.Y` in the public headers and docs/ABI.md, the "
+               "newest %d.%d: none after %s" % (count, newest[0], newest[1],
+                                                version))
+    elif not count:
+        rep.fail("found no `@since X.Y` in the public headers and docs/ABI.md")
+    path = os.path.join(src, "capi", "reshard.map")
+    if os.path.exists(path):
+        text = re.sub(r"/\*.*?\*/", " ", read(path), flags=re.DOTALL)
+        nodes = [(int(a), int(b)) for a, b in
+                 re.findall(r"\bRESHARD_(\d+)\.(\d+)\s*\{", text)]
+        top = max(nodes) if nodes else None
+        rep.check(top is not None and top <= mine,
+                  "capi/reshard.map: the newest version node, RESHARD_%s, is "
+                  "not after %s" % ("%d.%d" % top if top else "?", version),
+                  "a node for a later release than reshard.h states")
+
+
+def binding_minimum(src: str, version: str, rep: Report) -> None:
+    path = os.path.join(src, "bindings", "python", "CMakeLists.txt")
+    if not os.path.exists(path):
+        rep.skip("Python: no bindings/python/CMakeLists.txt")
+        return
+    text = read(path)
+    want = "%d.%d" % major_minor(version)
+    asks = re.findall(r"find_package\(\s*reshard\s+([0-9.]+)", text) + \
+        re.findall(r"\breshard\s*>=\s*([0-9.]+)", text)
+    rep.check(bool(asks) and all(a == want for a in asks),
+              "Python: bindings/python/CMakeLists.txt asks an installed "
+              "libreshard for %s (%s)" % (want, ", ".join(asks) or "nothing"),
+              "the binding exposes what %s added; ask for %s" % (want, want))
+
+
+def docs_versions(src: str, version: str, rep: Report) -> None:
+    for rel in ("docs/ABI.md", "packaging/conda/README.md",
+                "packaging/debian/README"):
+        path = os.path.join(src, rel)
+        if not os.path.exists(path):
+            continue
+        text = read(path)
+        named = re.findall(r"libreshard\.so\.(\d+\.\d+\.\d+)", text)
+        named += re.findall(r"debian/changelog: (\d+\.\d+\.\d+)-", text)
+        if named:
+            rep.check(all(v == version for v in named),
+                      "%s names version %s" % (rel, ", ".join(sorted(set(named)))),
+                      "say %s" % version)
+
+
 def build_versions(build: Optional[str], version: str, rep: Report) -> None:
     if not build:
         rep.skip("build: no --build-dir: configure_file outputs not checked")
@@ -299,6 +356,9 @@ def main() -> int:
     debian_version(src, version, rep)
     lua_version(src, version, rep)
     go_version(src, version, rep)
+    binding_minimum(src, version, rep)
+    docs_versions(src, version, rep)
+    since_versions(src, version, rep)
     return rep.finish()
 
 

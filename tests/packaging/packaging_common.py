@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What check_conda_recipe.py and check_versions.py share: the project's
 version as the public header states it, PyYAML, and a report that names
 every check and fails when one disagrees."""
@@ -6,9 +7,57 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HEADER = os.path.join("capi", "include", "reshard", "reshard.h")
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def toml_table(text: str, table: str) -> Optional[Dict[str, Any]]:
+    """One table of a TOML file: tomllib (Python >= 3.11) or tomli when
+    there is one, else a reader of `key = "string"` / `key = 'string'`
+    lines, which is all the tables read here hold."""
+    try:
+        import tomllib as toml  # type: ignore
+    except ImportError:
+        try:
+            import tomli as toml  # type: ignore
+        except ImportError:
+            toml = None
+    if toml is not None:
+        data: Any = toml.loads(text)
+        for part in table.split("."):
+            if not isinstance(data, dict) or part not in data:
+                return None
+            data = data[part]
+        return data if isinstance(data, dict) else None
+    m = re.search(r"^\[%s\]\s*$(.*?)(?=^\[|\Z)" % re.escape(table), text,
+                  re.MULTILINE | re.DOTALL)
+    if not m:
+        return None
+    out: Dict[str, Any] = {}
+    for line in m.group(1).splitlines():
+        kv = re.match(r"""^\s*([\w.-]+)\s*=\s*(?:'([^']*)'|"((?:[^"\\]|\\.)*)"|\[(.*)\])""",
+                      line)
+        if kv:
+            out[kv.group(1)] = (kv.group(2) if kv.group(2) is not None else
+                                kv.group(3) if kv.group(3) is not None else
+                                re.findall(r'"([^"]*)"', kv.group(4) or ""))
+    return out
+
+
+def pyproject_project(source_dir: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """The text of bindings/python/pyproject.toml and its [project] table
+    ({} if it has none); None if there is no such file."""
+    path = os.path.join(source_dir, "bindings", "python", "pyproject.toml")
+    if not os.path.exists(path):
+        return None
+    text = read(path)
+    return text, toml_table(text, "project") or {}
 
 
 def header_version(source_dir: str) -> str:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Soak: one plan executed many times under MPI, the sources changed before
  * every execution and every destination element checked after it, and
  * memory watched.

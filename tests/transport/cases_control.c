@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The conformance cases of the control channel (tcase.h): records under
  * the control tags, notices, the allgatherv of the layout exchange, the
  * alltoallv of per-rank planning, and the nonce every rank of one

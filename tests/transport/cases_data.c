@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The conformance cases of the data channel (tcase.h): the two step
  * groups completing apart, receives posted before and after their sends,
  * zero-byte messages, every rank to every other with one tag, matching by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transport conformance suite: cases written once, over an abstract
  * endpoint set, that run against every transport the build makes
  * (core/transport/transport.h says what a transport promises).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The conformance suite's runner and the helpers its cases share
  * (tcase.h): the table of cases, a transport checked against what its
  * driver declares, failures recorded without stopping a case, buffers

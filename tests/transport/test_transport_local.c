@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transport conformance suite in process (tcase.h): the `local`
  * transport, every rank driven by this one thread, on worlds of 2, 3 and 4
  * ranks. One Criterion test per case, named after it. The in-process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transport conformance suite between processes (tcase.h): a
  * transport module loaded by name (rsi_module_load) and created through
  * its versioned rsi_module_args, one rank per process, MPI only to start

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, buffers (rs_plan_bind, rs_plan_execute): binds of
  * unknown ranks, sides and buffers, memory too small or NULL; executions
  * with buffers unbound, a destination overlapping the source or another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, contexts: world sizes out of range, NULL handles
  * and NULL out-pointers of every context call, domains of unknown ranks
  * and negative domains. One table: each case names its malformed input and

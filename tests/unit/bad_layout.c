@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, layouts: malformed tensor declarations
  * (rs_layout_add_tensor), shards (rs_layout_add_shard), DTensor placements
  * (rs_layout_add_dtensor, rs_dtensor_local_box) and NULL layout handles.

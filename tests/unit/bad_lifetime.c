@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, lifetimes: layouts and plans used after the
  * context they were made from was destroyed. The API keeps a context alive
  * while a layout or plan made from it exists, so this is not an error to

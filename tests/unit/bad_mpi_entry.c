@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, MPI entry points without MPI (reshard_mpi.h): an
  * allgather on an in-process context or of a NULL layout, a NULL out, bad
  * RESHARD_DOMAIN_SIZE values, the MPI module missing, MPI not initialized.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, NCCL entry points (reshard_nccl.h), on any
  * machine: malformed arguments are refused before anything loads, the
  * module missing is RS_ERR_UNSUPPORTED naming where it looked, and on a

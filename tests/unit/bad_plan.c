@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, plans: layouts that cannot make a plan
  * (rs_plan_create: tensors missing or declared differently, destinations
  * not covered, destination shards sharing bytes), malformed plan queries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, settings (rs_context_set_param, _get_param,
  * rs_param_bounds): every parameter out of bounds both ways, unknown
  * parameters, NULL out-pointers. Each case names its malformed input and

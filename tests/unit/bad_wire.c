@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input catalog, layout wire bytes (rs_layout_deserialize):
  * truncated, garbage, bit flips, wrong magic, versions, length and count
  * fields, names, dtypes, shapes, shard records. One table: each case names

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reference conversions for test_convert (suite convert_ref), from an
 implementation independent of libreshard: ml_dtypes (bf16, e4m3fn) and
 numpy (f16), on inputs drawn with a fixed seed plus edge values.

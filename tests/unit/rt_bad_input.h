@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the bad-input catalog (bad_*.c, one binary per API area; see
  * docs/RELIABILITY.md, section 4): the table-driven test form, the check
  * that a call failed with the right status and a message naming the

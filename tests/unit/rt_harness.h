@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An end-to-end harness over the public API for the exec and property
  * tests: declares tensors on both sides, adds shards while remembering
  * where each lives in local memory, allocates and binds every buffer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The public API's housekeeping: versions, status text, dtypes, params,
  * domains, destroy(NULL), handle lifetimes, last-error text. */
 #include <criterion/criterion.h>
@@ -23,7 +24,7 @@ Test(version, number_encoding) {
   cr_assert_eq(RS_VERSION_NUMBER, RS_VERSION_MAJOR * 10000 +
                                       RS_VERSION_MINOR * 100 +
                                       RS_VERSION_PATCH);
-  cr_assert_eq(RS_VERSION_NUMBER, 400, "0.4.0 encodes as 400");
+  cr_assert_eq(RS_VERSION_NUMBER, 500, "0.5.0 encodes as 500");
   cr_assert_eq(rs_version_number(), rs_version_major() * 10000 +
                                         rs_version_minor() * 100 +
                                         rs_version_patch());

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Asynchronous execution, memory kinds and abort, in process:
  * rs_plan_execute_async / rs_plan_test / rs_plan_wait, rs_plan_bind_memory,
  * rs_context_abort. (Between processes: tests/mpi/mpi_cases.c.) */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Box algebra (core/box.h): volume with overflow, intersect, contains,
  * equal, subtract, dense strides. Hand-worked cases plus a brute-force
  * check of subtract over small random boxes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element conversions (core/convert_elem.h) and the host conversion loops
  * (core/convert.h): every bf16, f16 and e4m3 bit pattern widened and
  * narrowed back; every rounding midpoint of each narrow format and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Changing dtype on the way, end to end through the in-process transport:
  * casts between f32, bf16 and f16, and bf16 to block-scaled fp8 with its
  * scales, where the sender converts (it holds whole blocks) and where the

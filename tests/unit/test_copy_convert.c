@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host copy engine's converting copies (engine.h: RSI_COPY_CAST,
  * RSI_COPY_QUANTIZE, RSI_COPY_SCALES), driven directly with rsi_copy
  * batches. Casts of every pair of f32, bf16 and f16, strided and dense

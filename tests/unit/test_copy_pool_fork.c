@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A process may fork while its copy pools work (Python's multiprocessing
  * forks a trainer that may be syncing weights on another thread): the
  * fork waits until no worker is half-way (one caught starting or in the

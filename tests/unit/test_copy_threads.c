@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host copies over threads (RS_PARAM_COPY_THREADS): the pool runs every
  * part of a run exactly once, whatever the number of parts and however
  * often; a context's host engine cut over 2 to 7 threads (and one a CPU)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rs_dtensor_local_box against hand-worked torch.chunk / DTensor
  * _local_shard_size_and_offset cases, and rs_layout_add_dtensor's shard
  * count. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-made end-to-end cases through the in-process transport: build two
  * layouts, plan, bind, execute, and check every destination element and
  * every untouched destination byte. */

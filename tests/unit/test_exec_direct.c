@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* In-process execution moves every piece between two ranks as one strided
  * copy, from the sender's memory straight into the receiver's (direct
  * messages of the local transport, transport.h), without staging. Checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Input built to hurt: it must not stall a process, and a name must never
  * break JSON or an error message.
  *   - names: 80,000 names that all collide in the name index libreshard

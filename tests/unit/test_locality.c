@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Locality and fan-out: the planner takes a destination piece from the
  * receiving rank's own source copy first, then from inside its domain, and
  * only then across domains; when many ranks need the same piece, receivers

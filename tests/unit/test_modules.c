@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transport modules and the contexts made on them (core/transport/module.c,
  * core/context.c): which names the loader accepts, where it looks and what
  * it says when nothing is there, one load per name shared by every caller

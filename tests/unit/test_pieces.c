@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA copy engine's piece table (core/transport/nccl/pieces.h), run
  * through its CPU emulation: random strided boxes (rank 1..6, some up to
  * 16), element sizes 1..16, random sub-ranges, padded and permuted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rs_plan_to_json parsed with json-c: only ranks that take part have an
  * entry in "ranks", "idle_ranks" counts the others, so a plan over a huge
  * world with a few active ranks is small JSON. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Planning at scale on valid but adversarial layouts, end to end through
  * the public API and the in-process transport: each layout once made
  * planning quadratic (strided column shards of one destination buffer,

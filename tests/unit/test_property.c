@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Property test over random layout pairs, through the in-process transport.
  *
  * Each case: a random world (1..12 ranks) in random domains, 1..4 tensors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The executor's path for queued transports (a GPU transport whose work is
  * ordered on device queues), on CPU: a stand-in transport that forwards to
  * the in-process one and declares queues, beside a host engine that claims

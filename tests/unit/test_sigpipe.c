@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Holding SIGPIPE while a call talks to peers (core/sigpipe.h): a write to
  * a socket whose far end is closed, inside a hold, fails with EPIPE and
  * the process lives on with its signal mask as it was; a caller's own

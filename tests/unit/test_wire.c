@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layout wire format through the public API: a layout serialized and
  * deserialized plans exactly as the original; malformed bytes are refused
  * with RS_ERR_CORRUPT and leave the layout unchanged. */

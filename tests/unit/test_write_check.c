@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination write check against a byte-by-byte oracle, on the
  * layouts its shortcuts are for: fused buffers whose tensors take turns
  * in one period (the gate and up halves of every expert), with random

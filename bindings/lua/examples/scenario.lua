@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- The shared scenario: a weight sync from trainer TP2 x DP2 to inference
 -- TP4, every rank in this process.
 --

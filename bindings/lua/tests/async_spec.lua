@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- execute_async, test, wait and abort.
 local reshard = require "reshard"
 local check = require "check"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- Changing dtype on the way: a bf16 source lands as block-scaled fp8
 -- (f8_e4m3 values and f32 scales, layout:set_block_scales), checked
 -- against values computed by hand; and the errors of bad declarations.

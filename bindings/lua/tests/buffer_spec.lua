@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- reshard.buffer: C memory with typed element access (0-based indices).
 local reshard = require "reshard"
 local check = require "check"

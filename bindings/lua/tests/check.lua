@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- Assertions shared by the spec files; they raise plain errors, so they
 -- work under busted and under tests/run.lua alike.
 local reshard = require "reshard"

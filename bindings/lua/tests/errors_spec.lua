@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- Failures come back as reshard.Error objects: status, name, message.
 local reshard = require "reshard"
 local check = require "check"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- 64-bit integers stay exact: Lua integers in, Lua integers out, through
 -- the SWIG typemaps (swig/reshard.i) and the Lua layer.
 local reshard = require "reshard"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- Layouts, meshes and plans through the Lua layer.
 local reshard = require "reshard"
 local check = require "check"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- close() in any order, twice, or never (__gc): nothing is freed twice, and
 -- every object keeps alive what it needs.
 local reshard = require "reshard"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- A small runner for the spec files where busted is not installed: it
 -- gives them describe/it (and before_each/after_each), runs every test,
 -- prints TAP lines and a summary, and exits nonzero when one failed.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- The shared scenario (examples/scenario.lua): trainer TP2 x DP2 ->
 -- inference TP4 with fused buffers, two executions, every element checked.
 local check = require "check"

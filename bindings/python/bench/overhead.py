@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the Python layer costs: plan.execute() from Python beside
 rs_plan_execute called from C (through ctypes, on the very same rs_plan
 handle, in this process), for a 64 MiB reshard; and the time of binding a

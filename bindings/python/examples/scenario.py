@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shared scenario: a weight sync from trainer TP2 x DP2 to inference TP4.
 
 A tiny transformer (embedding, 2 decoder layers with q/k/v/o, gate/up/down

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libreshard for Python: move tensors from one distributed layout straight
 into another.
 

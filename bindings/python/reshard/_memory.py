@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What ``Plan.bind`` accepts: memory exported by the buffer protocol
 (numpy arrays, bytearray, memoryview, mmap, array.array, ...) or by DLPack
 (``__dlpack__``: torch tensors on CPU and CUDA, CuPy, JAX, numpy).

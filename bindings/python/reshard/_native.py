@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The SWIG module (swig/reshard.i over swig/rsw.h) and small helpers that
 turn its results into exceptions and Python integers into rsw_ints.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Stub of the SWIG extension (swig/reshard.i over swig/rsw.h, built with
 # -python -threads). Handles are opaque SWIG pointer objects; the calls
 # that can fail fill the rsw_result they are given.

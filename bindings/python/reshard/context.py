@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Contexts: who takes part (world size, domains), settings, transport."""
 from __future__ import annotations
 

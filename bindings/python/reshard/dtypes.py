@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Element types: libreshard's ``rs_dtype`` and the names other libraries
 give them."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions of libreshard: one class per group of status codes.
 
 Every failure of a libreshard call raises an :class:`Error` carrying

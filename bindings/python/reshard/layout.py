@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Layouts: which rank holds which boxes of which tensors, and where in
 its buffers."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DTensor vocabulary: device meshes and placements.
 
 A mesh is an n-dimensional grid of ranks (row-major); each mesh axis either

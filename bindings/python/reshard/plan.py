@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plans: what moves from where to where, in which round; and running
 them on bound memory."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Stub of the SWIG proxy module (generated from swig/reshard.i): the
 # functions of the extension, the rsw_result struct, the C constants.
 from typing import Any

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures. The package under test is the one on PYTHONPATH (the
 build tree's bindings/python, staged by CMake)."""
 import gc

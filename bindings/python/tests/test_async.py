@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """execute_async, test, wait, abort."""
 import threading
 

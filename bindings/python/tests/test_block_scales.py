@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Changing dtype on the way: a bf16 source lands as block-scaled fp8
 (f8_e4m3 values and float32 scales, Layout.set_block_scales), checked
 against a reference computed here with numpy (and with ml_dtypes' own

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Memory bound through the buffer protocol: numpy arrays, bytearray,
 memoryview, array.array, mmap; refused when it cannot work."""
 import array

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Memory bound through DLPack (__dlpack__): torch tensors (CPU here;
 CUDA where a GPU is), and any other exporter."""
 import gc

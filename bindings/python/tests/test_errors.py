@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every failure raises reshard.Error with status, name and message, of the
 class of its status group."""
 import builtins

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """64-bit integers travel exactly: shapes, offsets and figures beyond 2^53
 (where a double would round) in both directions."""
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Layouts in DTensor vocabulary, dtypes, serialization, plan inspection."""
 import json
 

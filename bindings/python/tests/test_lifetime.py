@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Contexts, layouts and plans close in any order; Python objects keep
 alive what they need."""
 import gc

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The first Python block of bindings/python/README.md runs as it stands."""
 import os
 import re

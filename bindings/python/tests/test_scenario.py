@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shared scenario (examples/scenario.py): trainer TP2 x DP2 to
 inference TP4, checked element by element, twice."""
 import importlib.util

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libreshard: move tensors from one distributed layout straight into another.
  *
@@ -57,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 4
+#define RS_VERSION_MINOR 5
 #define RS_VERSION_PATCH 0
 /* The three lines above are the one place the version is written: the
  * build (CMakeLists.txt) reads them, so they must stay one plain number

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libreshard over MPI: one rank per MPI process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libreshard over NCCL: GPU memory moved between CUDA devices.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The MPI transport module: one rank per process, non-blocking
  * point-to-point messages on a duplicate of the caller's communicator,
  * waits that give up after a timeout and name the peer that did not answer.

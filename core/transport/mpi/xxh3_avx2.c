@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* XXH3-64 built for AVX2: the same function as the system libxxhash's
  * XXH3_64bits (which Debian builds for baseline x86-64, SSE2), about 2.4x
  * its speed on bytes in a cache. Compiled with -mavx2 (core/CMakeLists.txt)

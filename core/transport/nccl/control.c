@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NCCL transport's control channel: the executor's small host records
  * (agreement, hello, done) and the layout allgather, between processes, on
  * a communicator of their own split from the data one and a stream of

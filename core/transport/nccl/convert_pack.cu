@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA copy engine's conversion kernels (convert_pieces.h): casts, one
  * launch for every cast piece of a batch; block-scaled e4m3 (QUANTIZE and
  * SCALES), one launch over every block job, after a first launch that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Building the conversion tables of the CUDA copy engine from a batch of
  * copies, and the CPU emulation of the conversion kernels
  * (convert_pieces.h says what the tables hold). */

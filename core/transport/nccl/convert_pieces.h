@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Conversions in the CUDA copy engine (rsi_copy ops CAST, QUANTIZE and
  * SCALES, engine.h): their tables, and the per-thread math that the
  * kernels (convert_pack.cu) and their CPU emulation (rsi_convert_run_host,

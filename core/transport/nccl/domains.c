@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which ranks share an NVLink domain: the GPU fabric clique that NVML
  * reports (multi-node NVLink systems such as GB200 NVL72), else the host.
  * NVML is loaded at run time (the CUDA toolkit ships no nvml.h, and a

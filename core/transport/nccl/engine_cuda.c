@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA copy engine of the NCCL transport: staging in device memory,
  * and every batch of copies as one kernel launch (pack.cu) over a table of
  * pieces (pieces.h) that travels to the device ahead of the launch on the

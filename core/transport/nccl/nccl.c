@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NCCL transport module: rank-to-rank transfers of device memory on
  * non-blocking NCCL communicators, ordered on the context's own CUDA
  * streams. A step group's operations go to NCCL together, in one

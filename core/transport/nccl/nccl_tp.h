@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NCCL transport module's shared parts: one lane per rank this
  * process drives (its device, communicator and stream), the step groups
  * posted on each lane, the control channel (between processes), and the

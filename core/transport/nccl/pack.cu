@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA copy engine's kernel: one launch copies every piece of a batch
  * (pieces.h). Work goes out in items; a team of threads takes a run of
  * consecutive items, and for each its threads stride over the item's units

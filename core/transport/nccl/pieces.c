@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Building the piece table of the CUDA copy engine from a batch of copies,
  * and the kernel's CPU emulation (pieces.h says how a copy becomes
  * pieces and items). */

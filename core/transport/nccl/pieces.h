@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The piece table of the CUDA copy engine: a batch of rsi_copy turned into
  * flat descriptors that one kernel launch walks, and the per-thread index
  * math that both the kernel (pack.cu) and its CPU emulation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libreshard-mpi's package test: libreshard finds its MPI transport module
  * (libreshard-mpi.so.<major>) in its own folder. One process, an MPI
  * singleton, makes an MPI context over MPI_COMM_WORLD and destroys it. */

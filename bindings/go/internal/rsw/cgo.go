@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rsw is the SWIG-generated layer of the Go binding: the functions
 // of swig/rsw.h, one to one. Package reshard turns it into Go.
 package rsw

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Between processes: run under `mpirun -np 4` (ctest: python.mpi.np4).
 
 Every rank describes only its own shards (add_dtensor(..., only_rank=me)),
