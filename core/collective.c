@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sealed collectives and their verdict (collective.h). */
 #include "collective.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control channel's collectives as the core uses them outside an
  * execution (rs_layout_allgather, per-rank planning). Nothing received is
  * read before it is checked, and a collective call ends alike on every

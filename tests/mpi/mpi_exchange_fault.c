@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Faults in the exchanges of planning: one bit flipped in what one rank
  * receives in one of the sealed collectives of a sync.
  *

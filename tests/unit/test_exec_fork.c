@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A process may fork while another of its threads executes a plan
  * (Python's multiprocessing forks a trainer that syncs weights on another
  * thread). The child gets a usable in-process context: an execution that
