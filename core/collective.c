@@ -91,6 +91,30 @@ void rsi_coll_fault_from_env(int64_t *nth, int64_t *bit) {
   *bit = b;
 }
 
+/* What a collective delivered at got, counts[r] sealed bytes from each
+ * rank r to `to`: the fault injected where asked, every seal opened and
+ * the gaps the seals leave closed, so counts become the payloads'. On
+ * failure got is freed. */
+static rs_status open_all(const rs_context *ctx, uint64_t seq, int to,
+                          unsigned char *got, size_t *counts,
+                          const char *what, rsi_err *err) {
+  size_t total = 0;
+  for (int r = 0; r < ctx->world_size; r++) total += counts[r];
+  maybe_flip(ctx, seq, got, total);
+  unsigned char *in = got, *out = got;
+  rs_status st = RS_OK;
+  for (int r = 0; st == RS_OK && r < ctx->world_size; r++) {
+    size_t n;
+    st = open_seal(ctx, seq, r, to, in, counts[r], &n, what, err);
+    memmove(out, in, n);
+    in += counts[r];
+    out += n;
+    counts[r] = n;
+  }
+  if (st != RS_OK) free(got);
+  return st;
+}
+
 /* A transport failure or timeout leaves the control channel unusable. */
 static rs_status exchanged(rs_context *ctx, rs_status st) {
   if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) rsi_context_fail(ctx);
@@ -122,25 +146,9 @@ rs_status rsi_coll_allgatherv(rs_context *ctx, const void *mine, size_t bytes,
   rsi_sigpipe_hold_end(&h);
   free(sealed);
   if (st != RS_OK) return exchanged(ctx, st);
-  size_t total = 0;
-  for (int r = 0; r < ctx->world_size; r++) total += counts[r];
-  maybe_flip(ctx, seq, got, total);
-  /* open every seal, then close the gaps the seals leave */
-  unsigned char *in = got, *out = got;
-  for (int r = 0; st == RS_OK && r < ctx->world_size; r++) {
-    size_t n;
-    st = open_seal(ctx, seq, r, ALL, in, counts[r], &n, "an allgather", err);
-    memmove(out, in, n);
-    in += counts[r];
-    out += n;
-    counts[r] = n;
-  }
-  if (st != RS_OK) {
-    free(got);
-    return st;
-  }
-  *all = got;
-  return RS_OK;
+  st = open_all(ctx, seq, ALL, got, counts, "an allgather", err);
+  if (st == RS_OK) *all = got;
+  return st;
 }
 
 rs_status rsi_coll_alltoallv(rs_context *ctx, const void *send,
@@ -177,25 +185,10 @@ rs_status rsi_coll_alltoallv(rs_context *ctx, const void *send,
   free(sealed);
   free(counts);
   if (st != RS_OK) return exchanged(ctx, st);
-  total = 0;
-  for (int q = 0; q < W; q++) total += recv_counts[q];
-  maybe_flip(ctx, seq, got, total);
-  unsigned char *in = got, *out = got;
-  for (int q = 0; st == RS_OK && q < W; q++) {
-    size_t n;
-    st = open_seal(ctx, seq, q, ctx->rank, in, recv_counts[q], &n,
-                   "an all-to-all", err);
-    memmove(out, in, n);
-    in += recv_counts[q];
-    out += n;
-    recv_counts[q] = n;
-  }
-  if (st != RS_OK) {
-    free(got);
-    return st;
-  }
-  *recv = got;
-  return RS_OK;
+  st = open_all(ctx, seq, ctx->rank, got, recv_counts, "an all-to-all",
+                err);
+  if (st == RS_OK) *recv = got;
+  return st;
 }
 
 /* ---- the verdict -------------------------------------------------------- */

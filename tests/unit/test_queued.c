@@ -260,7 +260,9 @@ Test(queued, host_memory_and_checksums_are_refused) {
   cr_assert_eq(rs_context_get_param(h.ctx, RS_PARAM_INTEGRITY, &v), RS_OK);
   cr_assert_eq(v, 0, "the refused setting was kept");
   /* the plan still runs (the refused bind left the old binding) */
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK, "%s",
+  cr_assert_eq(rs_plan_execute_async(h.plan, USER_QUEUE), RS_OK, "%s",
+               rs_context_last_error(h.ctx));
+  cr_assert_eq(rs_plan_wait(h.plan), RS_OK, "%s",
                rs_context_last_error(h.ctx));
   rh_fini(&h);
 }

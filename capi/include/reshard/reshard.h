@@ -282,10 +282,19 @@ typedef enum rs_param {
    *  The process may fork at any time (Python's multiprocessing): fork
    *  waits until these threads finish the batch in progress, and the
    *  child, which has none of them, starts its own when it needs them.
+   *  In the child an in-process context goes on: an execution that was in
+   *  flight in the parent (on another thread) does not, and the child's
+   *  next rs_plan_test or rs_plan_wait of that plan says so once
+   *  (RS_ERR_TRANSPORT); a context between processes belongs to the
+   *  parent, and every call on it in the child is RS_ERR_TRANSPORT naming
+   *  the fork (destroy it there, touching nothing of the parent's).
    *  @since 0.5 */
   RS_PARAM_COPY_THREADS = 102,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
-   *  Default 60000; bounds [1, 86400000]. After a timeout the context is
+   *  Default 60000, or the environment variable RESHARD_TIMEOUT_MS where
+   *  it is set within the bounds (since 0.5; creating an MPI context waits
+   *  as long for every rank to join); bounds [1, 86400000]. After a
+   *  timeout the context is
    *  done: every later rs_plan_execute and rs_layout_allgather on it
    *  returns RS_ERR_TRANSPORT at once (see rs_plan_execute for what to do
    *  next). A rank whose own input is refused does not make the others
@@ -611,8 +620,16 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * collective, every rank of the context calls it with the same settings
  * (a rank whose own planning fails still takes part, and every rank
  * returns an error), and a peer that does not call within
- * RS_PARAM_TIMEOUT_MS gives RS_ERR_TIMEOUT. The part, its figures and its
- * rounds are those the whole plan would give.
+ * RS_PARAM_TIMEOUT_MS gives RS_ERR_TIMEOUT. What a rank receives there
+ * travels sealed (a digest over each payload) and every move it is told of
+ * is checked against its own layouts before any of it is used: a rank
+ * that finds anything wrong returns RS_ERR_CORRUPT, and every other rank
+ * the failure of the lowest rank that failed, naming it. Only when the
+ * last word of the exchange (every rank's verdict) reaches a rank damaged
+ * does that rank fail alone: it then tells its peers and its context is
+ * done, so their next call on the context fails at once (over MPI; NCCL
+ * carries no such notice yet: there at their timeout). The part, its
+ * figures and its rounds are those the whole plan would give.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_WRONG_CONTEXT, RS_ERR_INCOMPATIBLE
  * (names or shapes differ), RS_ERR_UNSUPPORTED (dtype change),
  * RS_ERR_NOT_COVERED (a destination element no source holds; the message
@@ -620,11 +637,20 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * one rank share bytes), RS_ERR_UNKNOWN_RANK (RS_PARAM_PLAN_PART names a
  * rank outside the world), RS_ERR_INVALID_ARGUMENT (RS_PARAM_PLAN_PART
  * names another rank than the one a context driving one rank drives),
- * RS_ERR_NO_MEMORY. @since 0.1
+ * RS_ERR_NO_MEMORY; with per-rank planning also RS_ERR_CORRUPT (a damaged
+ * or inconsistent exchange), RS_ERR_TIMEOUT and RS_ERR_TRANSPORT (the
+ * context is done). @since 0.1
  */
 RS_API rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
                                 rs_plan **out);
-/** Free a plan. NULL does nothing. @since 0.1 */
+/**
+ * Free a plan. NULL does nothing. A plan whose execution has not ended
+ * (rs_plan_execute_async not yet seen done by rs_plan_test or
+ * rs_plan_wait) is waited for first, as rs_plan_wait would, within
+ * RS_PARAM_TIMEOUT_MS; if that execution fails, the context is done (its
+ * peers are told) and its next call says why. @since 0.1 (the wait since
+ * 0.5)
+ */
 RS_API void rs_plan_destroy(rs_plan *plan);
 
 /** Per-rank figures of a plan, read with rs_plan_stat(). @since 0.1 */
@@ -779,12 +805,16 @@ typedef enum rs_side {
  * refused with RS_ERR_BUFFER_TOO_SMALL leaves that buffer unbound (the
  * earlier memory is forgotten), so rs_plan_execute refuses to run until it
  * is bound again. A context driving one rank accepts only its own rank, and
- * a plan's part (RS_PARAM_PLAN_PART) only its part's rank.
+ * a plan's part (RS_PARAM_PLAN_PART) only its part's rank. While an
+ * execution of the plan has not ended (see rs_plan_destroy) no binding
+ * changes: RS_ERR_INVALID_ARGUMENT, nothing changed (since 0.5).
  * The memory must stay valid while the plan executes; libreshard never
  * frees it.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_UNKNOWN_BUFFER
  * (no shard of that side and rank uses the buffer), RS_ERR_BUFFER_TOO_SMALL
- * (a shard reaches past @p bytes), RS_ERR_INVALID_ARGUMENT (bad side).
+ * (a shard reaches past @p bytes), RS_ERR_INVALID_ARGUMENT (bad side, or
+ * an execution in flight), RS_ERR_TRANSPORT (a context between processes
+ * used in a child of fork()).
  * @since 0.1
  */
 RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
@@ -868,7 +898,13 @@ RS_API rs_status rs_plan_execute(rs_plan *plan);
  * where several ranks declare the same name). Collective over the context's
  * ranks; a rank that does not call within RS_PARAM_TIMEOUT_MS gives
  * RS_ERR_TIMEOUT on the others. Bytes received are decoded by a versioned,
- * size-checked wire format and validated like rs_layout_add_shard.
+ * size-checked wire format and validated like rs_layout_add_shard; they
+ * travel sealed (a digest over each rank's bytes), and a rank's layout
+ * changes only once every rank has said it decoded all of them: a
+ * damaged contribution gives RS_ERR_CORRUPT on the rank that found it and
+ * that failure, naming the rank, on every other, no layout changed (since
+ * 0.5; where the last word of the call reaches one rank damaged, that rank
+ * fails alone, its context is done and its peers' next call fails).
  * A rank whose own layout is refused (a shard of another rank, no memory
  * to encode it) still takes part, so that no rank waits out the timeout
  * for it: it returns its own status and message, and every other rank,
