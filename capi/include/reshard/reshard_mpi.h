@@ -29,11 +29,15 @@ extern "C" {
  * never mixes with the caller's. Every rank's domain defaults to its host
  * (ranks that share memory); the environment variable RESHARD_DOMAIN_SIZE=n
  * (or rs_context_set_domain_size) puts consecutive blocks of n ranks in a
- * domain instead, to model NVLink domains on one machine.
+ * domain instead, to model NVLink domains on one machine. Creation waits
+ * for every rank of the communicator at most RESHARD_TIMEOUT_MS (60 s when
+ * unset; since 0.5), except inside MPI_Comm_split_type, which MPI offers
+ * only blocking and which runs once every rank has joined.
  * The caller owns *out (rs_context_destroy, which is not collective).
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNSUPPORTED (the MPI module cannot be
  * loaded; the message says where it looked), RS_ERR_INVALID_ARGUMENT (MPI
- * not initialized, or a bad communicator), RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY.
+ * not initialized, or a bad communicator), RS_ERR_TIMEOUT (a rank did not
+ * join), RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY.
  * Details in rs_last_error(). @since 0.1
  */
 RS_API rs_status rs_context_create_mpi_fortran(int64_t fcomm,
