@@ -363,18 +363,19 @@ static rs_status check_plan_size(planner *p, const int64_t *dfirst,
 }
 
 /* The moves each shard of destination group g receives at least, counted
- * until they pass `enough`, where the source groups are disjoint and the
- * tensor has no block scales: every move then carries a box inside one
- * source group and one piece (no block is assembled from several), so
- * each source group g meets sends it at least a move per largest piece
- * of what they share. */
+ * until they pass `enough`, where the tensor has no block scales: every
+ * move then carries a box inside one source group and one piece (no block
+ * is assembled from several), so each source group g meets whose elements
+ * no other group holds (exclusive[i], or every group where exclusive is
+ * NULL) sends it at least a move per largest piece of what they share. */
 static int64_t moves_into_at_least(planner *p, const group *g,
-                                   int64_t enough) {
+                                   const bool *exclusive, int64_t enough) {
   int nd = p->ndim;
   int64_t largest = largest_piece(p->plan), moves = 0;
   int64_t n = rsi_box_tree_query(&p->stree, g->off, g->ext, -1, p->cands,
                                  p->nsg);
   for (int64_t c = 0; c < n && moves <= enough; c++) {
+    if (exclusive && !exclusive[p->cands[c]]) continue;
     const group *s = &p->sgroups[p->cands[c]];
     int64_t o[RSI_MAX_DIMS], e[RSI_MAX_DIMS], vol;
     rsi_box_intersect(nd, s->off, s->ext, g->off, g->ext, o, e);
@@ -385,25 +386,41 @@ static int64_t moves_into_at_least(planner *p, const group *g,
   return moves;
 }
 
+/* Where source groups overlap: which of them meet no other (*out, nsg
+ * entries, malloc'd). Only such a group's elements must come from it. */
+static rs_status exclusive_sources(planner *p, bool **out) {
+  bool *ex = malloc((size_t)(p->nsg ? p->nsg : 1) * sizeof *ex);
+  if (!ex) return RSI_NOMEM(p->err);
+  for (int64_t i = 0; i < p->nsg; i++)
+    ex[i] = rsi_box_tree_query(&p->stree, p->sgroups[i].off,
+                               p->sgroups[i].ext, -1, p->cands, p->nsg) == 1;
+  *out = ex;
+  return RS_OK;
+}
+
 /* Refuse, before any of its moves is made, a tensor whose destination
  * shards (in a domain's part, those of its domain) need more moves than
- * the budget has left (moves_into_at_least). Where source groups overlap
- * without being the same box, or the tensor has block scales, only
- * check_plan_size's bound holds. */
+ * the budget has left: at least one per piece of each source group they
+ * meet whose elements no other group holds (moves_into_at_least; where
+ * every group is disjoint from the others, that is all of them). A tensor
+ * with block scales is bounded by check_plan_size alone. */
 static rs_status check_tensor_size(planner *p) {
-  if (!p->src_disjoint || p->plan->conv[p->tensor].scales >= 0) return RS_OK;
+  if (p->plan->conv[p->tensor].scales >= 0) return RS_OK;
+  bool *exclusive = NULL;
+  if (!p->src_disjoint) RSI_TRY(exclusive_sources(p, &exclusive));
   int64_t left = moves_left(p), need = 0, each = 0, counted = -1, more;
   for (int64_t e = 0; e < p->nentries && need <= left; e++) {
     const domain_entry *en = &p->entries[e];
     if (p->only_domain >= 0 && en->domain != p->only_domain) continue;
     if (en->group != counted) { /* a group's entries come together */
-      each = moves_into_at_least(p, &p->dgroups[en->group], left);
+      each = moves_into_at_least(p, &p->dgroups[en->group], exclusive, left);
       counted = en->group;
     }
     if (__builtin_mul_overflow(each, en->n, &more) ||
         __builtin_add_overflow(need, more, &need))
       need = INT64_MAX;
   }
+  free(exclusive);
   if (need <= left) return RS_OK;
   char why[160];
   snprintf(why, sizeof why,

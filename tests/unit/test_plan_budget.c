@@ -15,6 +15,7 @@
  * process); the time is printed, not asserted, and so is the peak under
  * AddressSanitizer, whose quarantine keeps freed memory resident. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 
 #include <reshard/reshard.h>
 
@@ -59,14 +60,20 @@ static void make_all_to_all(all_to_all *a, int ranks, int bands,
   }
 }
 
-/* Rank 0 also holds element [1, 0] of rank 1's row: source groups that
- * overlap without being the same box, where no count of what the shards
- * meet bounds the moves, so the plan is refused only once it reaches the
- * budget. */
-static void add_overlap(all_to_all *a, int ranks, int bands) {
-  cr_assert_eq(rs_layout_add_shard(a->src, "w", 0, I64(1, 0), I64(1, 1), 0,
-                                   (int64_t)bands * ranks, NULL),
-               RS_OK);
+/* Rank 0 also holds element [1, 0] of rank 1's row (every rank, with
+ * `all`, the first element of the next rank's first row): source groups
+ * that overlap without being the same box. Only groups no other overlaps
+ * bound the moves (check_tensor_size): with one such element every other
+ * row still does; with every rank's, none does, and the plan is refused
+ * only once it reaches the budget. */
+static void add_overlap(all_to_all *a, int ranks, int bands, bool all) {
+  for (int r = 0; r < (all ? ranks : 1); r++)
+    cr_assert_eq(rs_layout_add_shard(
+                     a->src, "w", r,
+                     I64(((int64_t)r * bands + bands) % ((int64_t)ranks * bands)
+                         + (all ? 0 : 1 - bands), 0),
+                     I64(1, 1), 0, (int64_t)bands * ranks, NULL),
+                 RS_OK);
 }
 
 static void free_all_to_all(all_to_all *a) {
@@ -167,6 +174,19 @@ Test(plan_budget, all_to_all_of_8192_ranks_is_refused_within_budget,
   expect_all_to_all_refused("whole plan", 1, 0, -1, whole_plan);
 }
 
+/* One element of rank 1's row held by rank 0 too: every other row still
+ * bounds the moves, so the plan is refused before it is built. */
+Test(plan_budget, all_to_all_with_one_overlap_is_refused_before_it_is_built,
+     .timeout = 300) {
+  all_to_all a;
+  make_all_to_all(&a, RANKS, 1, 0);
+  add_overlap(&a, RANKS, 1, false);
+  expect_refused_within_budget("whole plan, one overlap", &a, whole_plan);
+  cr_assert(rt_contains(rs_context_last_error(a.ctx), "need at least"),
+            "built before it was refused: %s", rs_context_last_error(a.ctx));
+  free_all_to_all(&a);
+}
+
 /* In process a rank's part is cut from the whole plan once made, so the
  * whole plan's budget refuses it the same way. */
 Test(plan_budget, a_ranks_part_of_it_is_refused_within_budget,
@@ -194,7 +214,7 @@ static void expect_built_to_the_budget(const char *what, int domain_size,
                                        make_plan make) {
   all_to_all a;
   make_all_to_all(&a, SMALL_RANKS, 1, domain_size);
-  add_overlap(&a, SMALL_RANKS, 1);
+  add_overlap(&a, SMALL_RANKS, 1, true);
   rsi_plan_bytes = SMALL_BUDGET;
   expect_refused_within_budget(what, &a, make);
   const char *msg = rs_context_last_error(a.ctx);
