@@ -91,8 +91,10 @@ void rsi_driver_destroy(rsi_driver *d, rs_context *ctx) {
     rsi_part *p = &d->parts[k];
     if (ctx->failed && tp->ops->adopt && eng->ops->memory == RSI_MEMORY_HOST)
       tp->ops->adopt(tp, p->staging); /* abandoned sends may read it */
-    else if (p->staging)
-      eng->ops->release(eng, p->staging);
+    else if (p->staging && !rsi_context_inherited(ctx))
+      eng->ops->release(eng, p->staging); /* (a forked child's copy of the
+                                              parent's device memory is
+                                              not its to release) */
     rsi_rank_steps_free(&p->s);
     free(p->arrivals[0]);
     free(p->arrivals[1]);
