@@ -26,10 +26,10 @@
 
 #include <stdbool.h>
 
-#include "convert.h"
-#include "convert_elem.h"
-#include "dtype.h"
-#include "engine.h"
+#include "copy/convert.h"
+#include "copy/convert_elem.h"
+#include "base/dtype.h"
+#include "copy/engine.h"
 
 enum { ROWS = 4096, COLS = 7168, BLOCK = 128 };
 #define N ((int64_t)ROWS * COLS)

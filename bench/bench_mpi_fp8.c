@@ -30,7 +30,7 @@
 #include <stdbool.h>
 
 #include "bench_main_job.h"
-#include "convert.h"
+#include "copy/convert.h"
 
 static void check_quantize(rs_status st, const rsi_err *err) {
   if (st != RS_OK) {

@@ -38,8 +38,8 @@
  * ranks (TP8 x DP*16 engines); 64 is DeepSeek-V3 on 8192 GPUs a side. */
 #include "bench_common.h"
 
-#include "context.h" /* a child's context driving one rank */
-#include "plan.h"    /* rsi_plan_create_domain: a domain's part */
+#include "base/context.h" /* a child's context driving one rank */
+#include "plan/plan.h"    /* rsi_plan_create_domain: a domain's part */
 
 #include <sys/wait.h>
 

@@ -51,8 +51,8 @@
 #include <vector>
 
 extern "C" {
-#include "convert.h"
-#include "copy.h"
+#include "copy/convert.h"
+#include "copy/copy.h"
 }
 #include "rt_util.h"
 #include "transport/nccl/convert_pieces.h"

@@ -4,7 +4,7 @@
 #ifndef RS_CAPI_API_H
 #define RS_CAPI_API_H
 
-#include "error.h"
+#include "base/error.h"
 
 #define API_REQUIRE(ptr, err, fn)                                         \
   do {                                                                    \

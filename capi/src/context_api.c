@@ -2,7 +2,8 @@
 /* The context entry points: argument checks, then the core (context.h),
  * which assembles contexts and holds the settings. */
 #include "api.h"
-#include "context.h"
+#include "base/context.h"
+#include "session/open.h"
 #include "transport/transport.h"
 
 rs_status rs_context_create_local(int world_size, rs_context **out) {

@@ -3,9 +3,9 @@
  * starting, testing, waiting for and aborting an execution. Argument
  * checks here; core/exec.c does the work. */
 #include "api.h"
-#include "engine.h"
-#include "exec.h"
-#include "plan.h"
+#include "copy/engine.h"
+#include "exec/exec.h"
+#include "plan/plan.h"
 
 rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                        void *ptr, size_t bytes) {

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "api.h"
-#include "layout.h"
-#include "wire.h"
+#include "layout/layout.h"
+#include "layout/wire.h"
 
 rs_status rs_layout_create(rs_context *ctx, rs_layout **out) {
   API_REQUIRE(out, ctx ? ctx->err : rsi_thread_err(), "rs_layout_create");

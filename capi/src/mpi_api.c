@@ -3,8 +3,9 @@
  * communicator to the core, which loads the MPI transport module on first
  * use (core/transport/module.c), so this file names no MPI type. */
 #include "api.h"
-#include "context.h"
-#include "layout.h"
+#include "base/context.h"
+#include "session/open.h"
+#include "layout/layout.h"
 #include "transport/transport.h"
 
 #include <reshard/reshard_mpi.h>

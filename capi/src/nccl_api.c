@@ -3,7 +3,8 @@
  * arguments to the core, which loads the NCCL transport module on first
  * use (core/transport/module.c), so this file names no CUDA or NCCL type. */
 #include "api.h"
-#include "context.h"
+#include "base/context.h"
+#include "session/open.h"
 #include "transport/transport.h"
 
 #include <reshard/reshard_nccl.h>

@@ -2,8 +2,9 @@
 #include "api.h"
 
 #include <string.h>
-#include "exec.h"
-#include "plan.h"
+#include "exec/exec.h"
+#include "plan/plan.h"
+#include "session/plan_rank.h"
 
 rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
                          rs_plan **out) {
@@ -12,7 +13,7 @@ rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
   *out = NULL;
   API_REQUIRE(src, err, "rs_plan_create");
   API_REQUIRE(dst, err, "rs_plan_create");
-  return rsi_plan_create(src, dst, out);
+  return rsi_session_plan_create(src, dst, out);
 }
 
 void rs_plan_destroy(rs_plan *plan) {

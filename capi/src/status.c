@@ -3,9 +3,9 @@
  * wrappers over the core (status.h, dtype.h, error.h). */
 #include <stdlib.h>
 
-#include "dtype.h"
-#include "error.h"
-#include "status.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/status.h"
 
 const char *rs_status_string(rs_status status) {
   return rsi_status_string(status);

@@ -3,7 +3,7 @@
  * (which CMake reads too), and the core's text of them (version.h). */
 #include <reshard/reshard.h>
 
-#include "version.h"
+#include "base/version.h"
 
 unsigned rs_version_number(void) { return RS_VERSION_NUMBER; }
 unsigned rs_version_major(void) { return RS_VERSION_MAJOR; }

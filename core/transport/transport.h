@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../error.h"
+#include "base/error.h"
 
 typedef struct rsi_transport rsi_transport;
 struct rsi_copy; /* core/engine.h */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "plan/plan.h"
 
 /* A move's words: its ends (a relay slot by its box), stage and flags,
  * dtypes, bytes, route, its box and its slot's box; and where rounds are

@@ -33,9 +33,9 @@
  * the values' shards that hold whole blocks, in the same buffer: every
  * value and scale must then hold what the host's whole-tensor quantizer
  * (rsi_quantize_blocks) makes of the source tensor, NaN for NaN. */
-#include "convert.h"
-#include "engine.h"
-#include "exec.h"
+#include "copy/convert.h"
+#include "copy/engine.h"
+#include "exec/exec.h"
 #include "fuzz_common.h"
 #include "rt_domain_parts.h"
 #include "rt_util.h"

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
-#include "status.h"
+#include "copy/engine.h"
+#include "base/status.h"
 
 #define TC_ENTRY(name, needs) {#name, tc_case_##name, needs},
 const tc_case tc_cases[TC_NCASES] = {TC_CASES(TC_ENTRY)};

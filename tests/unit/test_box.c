@@ -4,7 +4,7 @@
  * check of subtract over small random boxes. */
 #include <criterion/criterion.h>
 
-#include "box.h"
+#include "layout/box.h"
 #include "rt_util.h"
 
 #include <stdint.h>

@@ -18,9 +18,9 @@
  * Replay: RESHARD_SEED=<seed> (default fixed). */
 #include <criterion/criterion.h>
 
-#include "convert.h"
-#include "convert_elem.h"
-#include "dtype.h"
+#include "copy/convert.h"
+#include "copy/convert_elem.h"
+#include "base/dtype.h"
 #include "rt_util.h"
 
 #include <inttypes.h>

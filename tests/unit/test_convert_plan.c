@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert.h"
-#include "convert_elem.h"
-#include "exec.h" /* rsi_exec_staging: what the executor allocated */
+#include "copy/convert.h"
+#include "copy/convert_elem.h"
+#include "exec/exec.h" /* rsi_exec_staging: what the executor allocated */
 #include "rt_domain_parts.h"
 #include "rt_util.h"
 

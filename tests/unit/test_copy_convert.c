@@ -12,10 +12,10 @@
  * check. */
 #include <criterion/criterion.h>
 
-#include "convert.h"
-#include "convert_elem.h"
-#include "dtype.h"
-#include "engine.h"
+#include "copy/convert.h"
+#include "copy/convert_elem.h"
+#include "base/dtype.h"
+#include "copy/engine.h"
 #include "rt_util.h"
 
 #define SEED 0xC0B7C0DEull

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "copy_pool.h"
+#include "copy/copy_pool.h"
 
 #define FORKS 200
 

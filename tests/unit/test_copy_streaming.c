@@ -11,8 +11,8 @@
  * and the case. */
 #include <criterion/criterion.h>
 
-#include "copy.h"
-#include "engine.h"
+#include "copy/copy.h"
+#include "copy/engine.h"
 #include "rt_util.h"
 
 #include <inttypes.h>

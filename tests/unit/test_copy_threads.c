@@ -11,9 +11,9 @@
 
 #include <stdatomic.h>
 
-#include "copy_pool.h"
-#include "dtype.h"
-#include "engine.h"
+#include "copy/copy_pool.h"
+#include "base/dtype.h"
+#include "copy/engine.h"
 #include "rt_util.h"
 
 #define SEED 0x7E4D5C0Dull

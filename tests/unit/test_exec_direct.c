@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
-#include "convert_elem.h"
-#include "engine.h"
-#include "plan.h"
+#include "base/context.h"
+#include "copy/convert_elem.h"
+#include "copy/engine.h"
+#include "plan/plan.h"
 #include "transport/transport.h"
 
 /* ---- the transport, observed --------------------------------------------- */

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "layout.h"
+#include "base/hash.h"
+#include "layout/layout.h"
 #include "rt_hostile.h"
 #include "rt_util.h"
 #include "rt_wire.h"

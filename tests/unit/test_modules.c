@@ -13,7 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "context.h"
+#include "base/context.h"
+#include "session/open.h"
 #include "transport/transport.h"
 
 static bool has(const char *hay, const char *needle) {

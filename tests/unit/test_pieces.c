@@ -20,8 +20,8 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 
-#include "convert.h"
-#include "copy.h"
+#include "copy/convert.h"
+#include "copy/copy.h"
 #include "rt_util.h"
 #include "transport/nccl/convert_pieces.h"
 #include "transport/nccl/pieces.h"

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "plan.h"
+#include "plan/plan.h"
 #include "rt_util.h"
 
 enum { RANKS = 8192 };

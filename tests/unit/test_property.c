@@ -37,8 +37,8 @@
 
 #include "rt_domain_parts.h"
 
-#include "exec.h" /* rsi_exec_staging: what the executor allocated */
-#include "plan.h" /* the stage of a move, which the API does not show */
+#include "exec/exec.h" /* rsi_exec_staging: what the executor allocated */
+#include "plan/plan.h" /* the stage of a move, which the API does not show */
 #include "rt_util.h"
 
 #include <inttypes.h>

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "context.h"
-#include "engine.h"
+#include "base/context.h"
+#include "copy/engine.h"
 #include "rt_harness.h"
 #include "transport/transport.h"
 

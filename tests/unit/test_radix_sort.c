@@ -5,7 +5,7 @@
  * trivial sizes. */
 #include <criterion/criterion.h>
 
-#include "radix_sort.h"
+#include "base/radix_sort.h"
 
 #include <stdint.h>
 #include <stdlib.h>

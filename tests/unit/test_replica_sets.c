@@ -5,7 +5,7 @@
  * distinct, and the replica that has sent least is the first on a tie. */
 #include <criterion/criterion.h>
 
-#include "replica_sets.h"
+#include "plan/replica_sets.h"
 
 Test(replica_sets, the_same_ranks_are_the_same_set_across_growth) {
   rsi_replica_sets s;

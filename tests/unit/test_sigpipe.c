@@ -8,7 +8,7 @@
  * that escaped would end the test as a crash. */
 #include <criterion/criterion.h>
 
-#include "sigpipe.h"
+#include "base/sigpipe.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine.h"
-#include "../transport.h"
+#include "copy/engine.h"
+#include "transport/transport.h"
 
 typedef struct op {
   int from, to, group;

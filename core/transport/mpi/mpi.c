@@ -43,8 +43,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../../grow.h"
-#include "../transport.h"
+#include "base/clock.h"
+#include "base/grow.h"
+#include "transport/transport.h"
 
 #define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are int */
 /* With integrity on: the bytes one checksum covers, one MPI message each.
@@ -162,16 +163,7 @@ static rs_status mpi_fail(rsi_err *err, int code, const char *what) {
   return RSI_FAIL(err, RS_ERR_TRANSPORT, "%s failed: %s", what, text);
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
-static void pause_briefly(void) {
-  struct timespec ts = {0, 20000}; /* 20 us */
-  nanosleep(&ts, NULL);
-}
 
 static rs_status push_op(op_group *g, op_info info, MPI_Request **slot,
                          rsi_err *err) {
@@ -415,8 +407,8 @@ static void drop_groups(mpi_transport *mt, op_group *const *gs, int ngroups) {
     for (int i = 0; i < gs[k]->n; i++)
       if (gs[k]->reqs[i] != MPI_REQUEST_NULL && gs[k]->info[i].is_recv)
         MPI_Cancel(&gs[k]->reqs[i]);
-  int64_t until = now_ms() + RSI_ABANDON_MS;
-  for (bool open = true; open && now_ms() < until;) {
+  int64_t until = rsi_now_ms() + RSI_ABANDON_MS;
+  for (bool open = true; open && rsi_now_ms() < until;) {
     open = false;
     for (int k = 0; k < ngroups; k++)
       for (int i = 0; i < gs[k]->n; i++) {
@@ -426,7 +418,7 @@ static void drop_groups(mpi_transport *mt, op_group *const *gs, int ngroups) {
         MPI_Test(&gs[k]->reqs[i], &done, MPI_STATUS_IGNORE);
         open |= !done;
       }
-    if (open) pause_briefly();
+    if (open) rsi_pause();
   }
   for (int k = 0; k < ngroups; k++) {
     op_group *g = gs[k];
@@ -642,7 +634,7 @@ static void mpi_abandon(rsi_transport *t) {
  * as a timeout would: the collective stays posted. */
 static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
                           int64_t timeout_ms, const char *what, rsi_err *err) {
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = rsi_now_ms() + timeout_ms;
   for (;;) {
     int done = 0;
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -654,12 +646,12 @@ static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
                       "came) while %s waited for it; the context is done",
                       mt->rank, mt->notice_from, what);
     }
-    if (now_ms() >= deadline)
+    if (rsi_now_ms() >= deadline)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "rank %d: %s did not complete within %lld ms: some rank "
                       "did not take part",
                       mt->rank, what, (long long)timeout_ms);
-    pause_briefly();
+    rsi_pause();
   }
 }
 
@@ -800,10 +792,10 @@ static void mpi_destroy(rsi_transport *t) {
   if (!finalized && mt->notice_req != MPI_REQUEST_NULL) {
     MPI_Cancel(&mt->notice_req);
     int done = 0;
-    int64_t until = now_ms() + RSI_ABANDON_MS;
-    while (!done && now_ms() < until) {
+    int64_t until = rsi_now_ms() + RSI_ABANDON_MS;
+    while (!done && rsi_now_ms() < until) {
       MPI_Test(&mt->notice_req, &done, MPI_STATUS_IGNORE);
-      if (!done) pause_briefly();
+      if (!done) rsi_pause();
     }
     if (!done) { /* it may still be written: keep what it writes into */
       MPI_Request_free(&mt->notice_req);

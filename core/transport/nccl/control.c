@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../grow.h"
+#include "base/grow.h"
 #include "nccl_tp.h"
 
 #define ALIGN_UP(x) (((x) + 255) / 256 * 256)
@@ -258,17 +258,17 @@ typedef ncclResult_t (*collective_calls)(void *arg, const char *in, char *out,
 /* Send and complete every batch posted before now, at most timeout_ms
  * (the peers of its records do the same, in their own test or drain). */
 static rs_status drain(nccl_transport *nt, int64_t timeout_ms, rsi_err *err) {
-  int64_t since = nccl_now_ms();
+  int64_t since = rsi_now_ms();
   for (;;) {
     bool done = false;
     RSI_TRY(advance(nt, &done, err));
     if (done) return RS_OK;
-    if (nccl_now_ms() - since >= timeout_ms)
+    if (rsi_now_ms() - since >= timeout_ms)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "rank %d: control records posted before a collective "
                       "did not complete within %lld ms",
                       nt->rank, (long long)timeout_ms);
-    nccl_pause();
+    rsi_pause();
   }
 }
 
@@ -323,7 +323,7 @@ static rs_status run_collective(nccl_transport *nt, const void *in,
     if (e == cudaSuccess) e = cudaEventRecord(c->done, c->stream);
     if (e != cudaSuccess) st = nccl_fail_cuda(err, e, "cudaMemcpyAsync");
   }
-  int64_t since = nccl_now_ms();
+  int64_t since = rsi_now_ms();
   while (st == RS_OK) {
     e = cudaEventQuery(c->done);
     if (e == cudaSuccess) break;
@@ -332,13 +332,13 @@ static rs_status run_collective(nccl_transport *nt, const void *in,
       st = nccl_fail_cuda(err, e, "the control collective (cudaEventQuery)");
     else if (r != ncclSuccess && r != ncclInProgress)
       st = nccl_fail_nccl(err, r, c->comm, what);
-    else if (nccl_now_ms() - since >= timeout_ms)
+    else if (rsi_now_ms() - since >= timeout_ms)
       st = RSI_FAIL(err, RS_ERR_TIMEOUT,
                     "rank %d: %s over %d ranks did not complete within "
                     "%lld ms (a rank did not call, or is gone)",
                     nt->rank, what, nt->world, (long long)timeout_ms);
     else
-      nccl_pause();
+      rsi_pause();
   }
   if (st == RS_OK && out_bytes) memcpy(out, host + out_at, out_bytes);
   if (st == RS_OK || !posted) {

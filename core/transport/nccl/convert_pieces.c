@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../grow.h"
+#include "base/grow.h"
 
 static const char *dtype_name(int dtype) {
   switch (dtype) {

@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../convert_elem.h"
+#include "copy/convert_elem.h"
 #include "pieces.h"
 
 /* Units a block job holds at most (a block of 128 x 128 is one job). */

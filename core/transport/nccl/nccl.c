@@ -11,23 +11,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../grow.h"
+#include "base/grow.h"
 #include "nccl_tp.h"
 
 /* How long creating communicators may take before the ranks that did come
  * give up on those that did not. */
 #define CREATE_TIMEOUT_MS 60000
 
-int64_t nccl_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
-void nccl_pause(void) {
-  struct timespec ts = {0, 20000}; /* 20 us */
-  nanosleep(&ts, NULL);
-}
 
 rs_status nccl_fail_cuda(rsi_err *err, cudaError_t e, const char *what) {
   return RSI_FAIL(err, RS_ERR_TRANSPORT, "%s failed: %s (%s)", what,
@@ -50,16 +41,16 @@ ncclResult_t nccl_state(ncclComm_t comm) {
 
 rs_status nccl_settle(ncclComm_t comm, int64_t timeout_ms, const char *what,
                       rsi_err *err) {
-  int64_t since = nccl_now_ms();
+  int64_t since = rsi_now_ms();
   for (;;) {
     ncclResult_t r = nccl_state(comm);
     if (r == ncclSuccess) return RS_OK;
     if (r != ncclInProgress) return nccl_fail_nccl(err, r, comm, what);
-    if (nccl_now_ms() - since >= timeout_ms)
+    if (rsi_now_ms() - since >= timeout_ms)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "%s: not every rank took part within %lld ms", what,
                       (long long)timeout_ms);
-    nccl_pause();
+    rsi_pause();
   }
 }
 

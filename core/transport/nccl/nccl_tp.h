@@ -12,8 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../engine.h"
-#include "../transport.h"
+#include "base/clock.h"
+#include "copy/engine.h"
+#include "transport/transport.h"
 #include "pieces.h"
 
 /* One posted data operation. */
@@ -120,9 +121,6 @@ ncclResult_t nccl_state(ncclComm_t comm);
  * timeout_ms: RS_OK, RS_ERR_TIMEOUT or RS_ERR_TRANSPORT. */
 rs_status nccl_settle(ncclComm_t comm, int64_t timeout_ms, const char *what,
                       rsi_err *err);
-
-int64_t nccl_now_ms(void);
-void nccl_pause(void);
 
 /* control.c */
 extern const rsi_control_ops nccl_control_ops;

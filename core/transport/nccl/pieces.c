@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../grow.h"
+#include "base/grow.h"
 #include "convert_pieces.h"
 
 /* A copy as a box of bytes: ext[n-1] is the contiguous row (stride 1 on

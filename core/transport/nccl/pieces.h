@@ -32,9 +32,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../engine.h"
-#include "../../error.h"
-#include "../../hd.h"
+#include "copy/engine.h"
+#include "base/error.h"
+#include "base/hd.h"
 
 /* Units one item holds at most. */
 #define RSI_PIECE_ITEM_UNITS 4096

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Opening a context (open.h): on a transport and its engine, or the
+ * context's own host engine; assembled with domains from the module's
+ * hosts or RESHARD_DOMAIN_SIZE. */
+#include "session/open.h"
+
+#include <stdlib.h>
+
+#include "base/sigpipe.h"
+#include "copy/copy_pool.h"
+#include "copy/engine.h"
+#include "session/collective.h"
+#include "transport/transport.h"
+
+/* The last reference is gone: close the transport (unless a parent
+ * process owns it) and the context's own engine. */
+static void close_context(rs_context *ctx) {
+  if (ctx->transport && rsi_context_inherited(ctx)) {
+    /* the parent's engine (an MPI communicator, NCCL's): not ours to
+     * close; only this process's copy of the memory goes */
+  } else if (ctx->transport) { /* which may still talk to peers */
+    rsi_sigpipe_hold h;
+    rsi_sigpipe_hold_begin(&h);
+    ctx->transport->ops->destroy(ctx->transport);
+    rsi_sigpipe_hold_end(&h);
+  }
+  if (ctx->own_engine) ctx->own_engine->ops->destroy(ctx->own_engine);
+}
+
+rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
+                             struct rsi_transport *transport,
+                             rs_context **out) {
+  rs_context *ctx;
+  RSI_TRY(rsi_context_new(world_size, rank, kind, &ctx));
+  rsi_coll_fault_from_env(&ctx->fault_flip_nth, &ctx->fault_flip_bit);
+  if (transport && transport->engine) {
+    ctx->engine = transport->engine;
+  } else {
+    ctx->engine = ctx->own_engine = rsi_host_engine_create(&ctx->copy_threads);
+    if (!ctx->engine) {
+      rsi_context_unref(ctx);
+      return RSI_NOMEM(NULL);
+    }
+  }
+  ctx->transport = transport;
+  if (transport && !transport->ops->set_integrity &&
+      (rank != RS_ALL_RANKS || transport->ops->join))
+    ctx->no_integrity = transport->ops->name;
+  ctx->close = close_context;
+  *out = ctx;
+  return RS_OK;
+}
+
+/* RESHARD_DOMAIN_SIZE=n: consecutive blocks of n ranks; 0 when unset. */
+static rs_status domain_block_from_env(int *block, rsi_err *err) {
+  *block = 0;
+  const char *v = getenv("RESHARD_DOMAIN_SIZE");
+  if (!v || !v[0]) return RS_OK;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < 1 || n > (1 << 24))
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "RESHARD_DOMAIN_SIZE='%s' is not a whole number of ranks "
+                    "from 1 to %d",
+                    v, 1 << 24);
+  *block = (int)n;
+  return RS_OK;
+}
+
+rs_status rsi_context_assemble(rs_transport_kind kind,
+                               struct rsi_transport *tp, int rank, int world,
+                               const int *host_of, int domain_block,
+                               rs_context **out) {
+  *out = NULL;
+  rs_context *ctx;
+  rs_status st = rsi_context_create(world, rank, kind, tp, &ctx);
+  if (st != RS_OK) {
+    tp->ops->destroy(tp);
+    return st;
+  }
+  for (int r = 0; r < world; r++)
+    ctx->domain_of[r] = domain_block ? r / domain_block
+                        : host_of    ? host_of[r]
+                                     : r;
+  *out = ctx;
+  return RS_OK;
+}
+
+rs_status rsi_context_create_module(const char *module,
+                                    rs_transport_kind kind,
+                                    const rsi_module_args *args,
+                                    rs_context **out, rsi_err *err) {
+  *out = NULL;
+  int block;
+  RSI_TRY(domain_block_from_env(&block, err));
+  const rsi_module *m;
+  RSI_TRY(rsi_module_load(module, &m, err));
+  rsi_transport *tp;
+  int rank, world, *hosts;
+  rsi_sigpipe_hold h; /* creating a context talks to the peers */
+  rsi_sigpipe_hold_begin(&h);
+  rs_status st = m->create(args, &tp, &rank, &world, &hosts, err);
+  if (st == RS_OK) {
+    st = rsi_context_assemble(kind, tp, rank, world, hosts, block, out);
+    free(hosts);
+  }
+  rsi_sigpipe_hold_end(&h);
+  return st;
+}
+
