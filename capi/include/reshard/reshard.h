@@ -719,7 +719,7 @@ RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
 
 /**
  * Describe move @p index (0 <= index < rs_plan_num_moves): its tensor (index
- * into the plan's tensors, see rs_plan_tensor_name), source and destination
+ * into the plan's tensors, see rs_plan_tensor_info), source and destination
  * ranks, route, round, and whether it forwards bytes that crossed into the
  * domain earlier in the round (forwarded = 1). Any out pointer may be NULL.
  * Moves are numbered in the order the plan runs them, message by message:
