@@ -224,7 +224,8 @@ RS_API rs_status rs_context_world_size(const rs_context *ctx, int *out);
 /** This process's rank, or RS_ALL_RANKS for the in-process transport.
  *  Errors: RS_ERR_NULL_POINTER. @since 0.1 */
 RS_API rs_status rs_context_rank(const rs_context *ctx, int *out);
-/** The transport this context drives. @since 0.1 */
+/** The transport this context drives. Errors: RS_ERR_NULL_POINTER.
+ *  @since 0.1 */
 RS_API rs_status rs_context_transport(const rs_context *ctx,
                                       rs_transport_kind *out);
 
@@ -444,7 +445,7 @@ RS_API rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
  * RS_ERR_UNKNOWN_BUFFER (buffer outside 0..RS_MAX_BUFFERS-1),
  * RS_ERR_BAD_SHAPE (extent < 1), RS_ERR_OUT_OF_BOUNDS, RS_ERR_OVERFLOW,
  * RS_ERR_OVERLAP, RS_ERR_INVALID_ARGUMENT (negative byte_offset, stride
- * < 1). @since 0.1
+ * < 1), RS_ERR_NO_MEMORY. @since 0.1
  */
 RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
                                      int rank, const int64_t *offset,
@@ -465,8 +466,9 @@ RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
  * dim nest left to right, as DTensor does. Each rank's local shard is dense
  * row-major in its buffer @p buffer at @p byte_offset.
  * Errors: as rs_layout_add_shard, plus RS_ERR_INVALID_ARGUMENT (placement
- * not a dim of the tensor, mesh axis < 1, duplicate rank in the mesh).
- * @since 0.1
+ * not a dim of the tensor, mesh axis < 1, duplicate rank in the mesh,
+ * mesh_ndim outside 1..RS_MAX_DIMS, more ranks in the mesh or one of its
+ * axes than in the world). @since 0.1
  */
 RS_API rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
                                        int mesh_ndim,
@@ -484,7 +486,8 @@ RS_API rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
  * length is unknown and they are left alone.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_SHAPE, RS_ERR_TOO_MANY_DIMS,
  * RS_ERR_INVALID_ARGUMENT (coordinate outside the mesh, bad placement, a
- * mesh axis < 1). Details in rs_last_error(). @since 0.1
+ * mesh axis < 1, mesh_ndim outside 1..RS_MAX_DIMS). Details in
+ * rs_last_error(). @since 0.1
  */
 RS_API rs_status rs_dtensor_local_box(int ndim, const int64_t *shape,
                                       int mesh_ndim,
@@ -591,7 +594,8 @@ RS_API rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
  * layout may be assembled from many pieces, one call each.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_CORRUPT (malformed, truncated or
  * checksum-failing bytes, or another wire version), RS_ERR_MISMATCH (a
- * tensor declared differently), every status of rs_layout_add_tensor
+ * tensor declared differently, or a block-scale declaration that
+ * conflicts with the layout's), every status of rs_layout_add_tensor
  * (RS_ERR_INVALID_ARGUMENT for a bad name, RS_ERR_TOO_MANY_DIMS, ...) and
  * every status of rs_layout_add_shard.
  * @since 0.1
@@ -631,15 +635,23 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * carries no such notice yet: there at their timeout). The part, its
  * figures and its rounds are those the whole plan would give.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_WRONG_CONTEXT, RS_ERR_INCOMPATIBLE
- * (names or shapes differ), RS_ERR_UNSUPPORTED (dtype change),
+ * (names or shapes differ, or the source layout holds a tensor that is the
+ * block scales of a destination tensor, which are computed on the way),
+ * RS_ERR_UNSUPPORTED (a dtype change libreshard does not make, an fp8
+ * block not held whole (see rs_layout_set_block_scales), a plan that needs
+ * more memory to make than planning may take, a piece or scale block that
+ * does not fit the staging, a round label RS_ROUNDS_BY_DOMAIN_PAIR cannot
+ * hold: the message says which, and what to raise),
  * RS_ERR_NOT_COVERED (a destination element no source holds; the message
  * names the tensor and element), RS_ERR_OVERLAP (two destination shards of
  * one rank share bytes), RS_ERR_UNKNOWN_RANK (RS_PARAM_PLAN_PART names a
  * rank outside the world), RS_ERR_INVALID_ARGUMENT (RS_PARAM_PLAN_PART
  * names another rank than the one a context driving one rank drives),
  * RS_ERR_NO_MEMORY; with per-rank planning also RS_ERR_CORRUPT (a damaged
- * or inconsistent exchange), RS_ERR_TIMEOUT and RS_ERR_TRANSPORT (the
- * context is done). @since 0.1
+ * or inconsistent exchange), RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the
+ * context is done, or used in a child of fork()), RS_ERR_UNSUPPORTED (over
+ * MPI, an exchange of more than 2 GiB) and, on the other ranks, the status
+ * of the lowest rank that failed. @since 0.1
  */
 RS_API rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
                                 rs_plan **out);
@@ -714,7 +726,8 @@ typedef enum rs_route {
 } rs_route;
 
 /** Number of moves (box copies) in the plan; in a plan's part
- *  (RS_PARAM_PLAN_PART), in that part. @since 0.1 */
+ *  (RS_PARAM_PLAN_PART), in that part. Errors: RS_ERR_NULL_POINTER.
+ *  @since 0.1 */
 RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
 
 /**
@@ -747,7 +760,8 @@ RS_API rs_status rs_plan_move_info(const rs_plan *plan, int64_t index,
 RS_API rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
                                   int64_t *offset, int64_t *extent);
 
-/** Number of tensors the plan moves. @since 0.1 */
+/** Number of tensors the plan moves. Errors: RS_ERR_NULL_POINTER.
+ *  @since 0.1 */
 RS_API rs_status rs_plan_num_tensors(const rs_plan *plan, int *out);
 /**
  * Name (owned by the plan, valid while it lives) and ndim of tensor
@@ -760,7 +774,7 @@ RS_API rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
 /**
  * A 64-bit fingerprint of everything the plan was computed from (tensors,
  * shards, domains, staging setting). Ranks that agree on it compute the same
- * plan. @since 0.1
+ * plan. Errors: RS_ERR_NULL_POINTER. @since 0.1
  */
 RS_API rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out);
 
@@ -810,11 +824,13 @@ typedef enum rs_side {
  * changes: RS_ERR_INVALID_ARGUMENT, nothing changed (since 0.5).
  * The memory must stay valid while the plan executes; libreshard never
  * frees it.
- * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_UNKNOWN_BUFFER
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK (outside the world, not
+ * driven by this process, or not the plan's part), RS_ERR_UNKNOWN_BUFFER
  * (no shard of that side and rank uses the buffer), RS_ERR_BUFFER_TOO_SMALL
  * (a shard reaches past @p bytes), RS_ERR_INVALID_ARGUMENT (bad side, or
- * an execution in flight), RS_ERR_TRANSPORT (a context between processes
- * used in a child of fork()).
+ * an execution in flight), RS_ERR_WRONG_MEMORY (a context that moves
+ * device memory: bind with rs_plan_bind_memory), RS_ERR_TRANSPORT (a
+ * context between processes used in a child of fork()).
  * @since 0.1
  */
 RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
@@ -882,10 +898,14 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
  * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH (ranks disagree, or another
  * rank refused the plan's first execution), RS_ERR_TRANSPORT (a peer gave
- * up, or the context is done), RS_ERR_TIMEOUT, RS_ERR_CORRUPT,
+ * up, the context is done, or a context between processes is used in a
+ * child of fork()), RS_ERR_TIMEOUT, RS_ERR_CORRUPT,
  * RS_ERR_UNSUPPORTED (a plan's part, RS_PARAM_PLAN_PART, on a context that
  * drives every rank: there a part is for inspection; a plan made with
- * RS_PARAM_PLAN_BOXES = 0, since 0.5). @since 0.1
+ * RS_PARAM_PLAN_BOXES = 0, since 0.5), RS_ERR_INVALID_ARGUMENT (an
+ * execution started by rs_plan_execute_async is still in flight on the
+ * context; on a GPU context, a converted element not aligned to its size),
+ * RS_ERR_INTERNAL (a bug in libreshard; please report). @since 0.1
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
 
@@ -917,8 +937,11 @@ RS_API rs_status rs_plan_execute(rs_plan *plan);
  * rank), RS_ERR_UNSUPPORTED (a context that drives every rank itself),
  * RS_ERR_MISMATCH (two ranks declare one tensor differently, or another
  * rank refused its layout), RS_ERR_CORRUPT (malformed bytes),
- * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the context is done), and every status
- * of rs_layout_add_shard. After RS_ERR_TIMEOUT or RS_ERR_TRANSPORT the
+ * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the context is done, or used in a
+ * child of fork()), RS_ERR_NO_MEMORY, and every status of
+ * rs_layout_add_tensor and rs_layout_add_shard (a contribution decoded);
+ * over MPI also RS_ERR_UNSUPPORTED (more than 2 GiB of layouts in all).
+ * After RS_ERR_TIMEOUT or RS_ERR_TRANSPORT the
  * context is done (see rs_plan_execute for what to do next). On failure
  * the layout is unchanged. @since 0.1
  */
