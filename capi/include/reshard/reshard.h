@@ -224,7 +224,8 @@ RS_API rs_status rs_context_world_size(const rs_context *ctx, int *out);
 /** This process's rank, or RS_ALL_RANKS for the in-process transport.
  *  Errors: RS_ERR_NULL_POINTER. @since 0.1 */
 RS_API rs_status rs_context_rank(const rs_context *ctx, int *out);
-/** The transport this context drives. @since 0.1 */
+/** The transport this context drives. Errors: RS_ERR_NULL_POINTER.
+ *  @since 0.1 */
 RS_API rs_status rs_context_transport(const rs_context *ctx,
                                       rs_transport_kind *out);
 
@@ -266,39 +267,19 @@ typedef enum rs_param {
    *  accepted and stored, with its old bounds [4 KiB, 1 GiB] and default
    *  4 MiB, so that programs written for 0.1 run unchanged. */
   RS_PARAM_SLICE_BYTES = 101,
-  /** Threads that copy host memory during an execution: a batch of copies
-   *  (one step's packing or unpacking, or in process one message from
-   *  the sender's memory into the receiver's) that reads and writes at
-   *  least 1 MiB is cut into that many parts of about equal bytes, run by
-   *  the calling thread and threads the context starts at the first such
-   *  batch and keeps until it is destroyed. 1 (the default): the calling
-   *  thread alone. 0: one per CPU this process may run on. Bounds [0,
-   *  256]. Read at every batch, not by rs_plan_create: not part of the
-   *  fingerprint, and ranks may differ. It pays where cores are idle and
-   *  one thread does not reach the memory's bandwidth (bench_exec_local
-   *  prints both); in processes that share the cores (MPI ranks on one
-   *  machine) extra threads take time from the others. No effect on
-   *  contexts that move device memory (NCCL: the copies are kernels).
-   *  The process may fork at any time (Python's multiprocessing): fork
-   *  waits until these threads finish the batch in progress, and the
-   *  child, which has none of them, starts its own when it needs them.
-   *  In the child an in-process context goes on: an execution that was in
-   *  flight in the parent (on another thread) does not, and the child's
-   *  next rs_plan_test or rs_plan_wait of that plan says so once
-   *  (RS_ERR_TRANSPORT); a context between processes belongs to the
-   *  parent, and every call on it in the child is RS_ERR_TRANSPORT naming
-   *  the fork (destroy it there, touching nothing of the parent's).
-   *  @since 0.5 */
+  /** Threads that copy host memory during an execution: a batch of
+   *  copies of at least 1 MiB is cut into this many parts of about equal
+   *  bytes. 1 (the default): the calling thread alone; 0: one per CPU
+   *  this process may run on. Bounds [0, 256]. Read at every batch, not
+   *  by rs_plan_create (ranks may differ); no effect on device memory.
+   *  When it pays, and fork(): docs/ABI.md, "Settings and figures in
+   *  full". @since 0.5 */
   RS_PARAM_COPY_THREADS = 102,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
-   *  Default 60000, or the environment variable RESHARD_TIMEOUT_MS where
-   *  it is set within the bounds (since 0.5; creating an MPI context waits
-   *  as long for every rank to join); bounds [1, 86400000]. After a
-   *  timeout the context is
-   *  done: every later rs_plan_execute and rs_layout_allgather on it
-   *  returns RS_ERR_TRANSPORT at once (see rs_plan_execute for what to do
-   *  next). A rank whose own input is refused does not make the others
-   *  wait for it: see rs_plan_execute and rs_layout_allgather. */
+   *  Default 60000, or RESHARD_TIMEOUT_MS where it is set within the
+   *  bounds (since 0.5; docs/ABI.md); bounds [1, 86400000]. After a
+   *  timeout the context is done (see rs_plan_execute). How waits end:
+   *  docs/RELIABILITY.md, "Bounded waits". */
   RS_PARAM_TIMEOUT_MS = 200,
   /** 1: every message between processes carries an XXH3-64 checksum that
    *  the receiver verifies; a mismatch gives RS_ERR_CORRUPT. 0: off.
@@ -306,44 +287,20 @@ typedef enum rs_param {
    *  agree). Not on NCCL contexts (RS_ERR_UNSUPPORTED): device memory is
    *  not checksummed. @since 0.1 */
   RS_PARAM_INTEGRITY = 201,
-  /** Which part of a plan rs_plan_create keeps. -1 (the default): the
-   *  whole plan, every rank's moves. A rank r >= 0: only what rank r
-   *  sends, receives, forwards and copies (the whole plan's moves with r
-   *  at either end, in the same order, and the messages and relay slots
-   *  they use), so that a plan between processes holds its own share of
-   *  the moves instead of every rank's. rs_plan_num_moves,
-   *  rs_plan_move_info, rs_plan_move_box and the "moves" of
-   *  rs_plan_to_json then describe those moves only; rs_plan_stat, the
-   *  "ranks" of rs_plan_to_json, RS_STAT_ROUNDS and the fingerprint still
-   *  describe the whole plan. Planning computes the whole plan first (its
-   *  time and peak memory are the whole plan's; what it keeps afterwards
-   *  is the part), except with RS_ROUNDS_BY_DOMAIN_PAIR in a context that
-   *  drives one rank (MPI, NCCL): there each rank plans only its part,
-   *  with its peers (per-rank planning, see rs_plan_create).
-   *  In a context that drives one rank (MPI, NCCL) r must be that rank
-   *  (rs_context_rank); every rank keeps its own part and they run
-   *  together as the whole plan would. In a context that drives every
-   *  rank (in process) a part is for inspection: executing it gives
-   *  RS_ERR_UNSUPPORTED. Bounds [-1, 2^31 - 1]; rs_plan_create refuses a
-   *  rank outside the world (RS_ERR_UNKNOWN_RANK) and, in a context that
-   *  drives one rank, another rank's part (RS_ERR_INVALID_ARGUMENT).
-   *  Not part of the fingerprint: the ranks keep different parts of one
-   *  plan. @since 0.5 */
+  /** Which part of a plan rs_plan_create keeps: -1 (the default) the
+   *  whole plan; a rank r >= 0 only the whole plan's moves with r at
+   *  either end, in the same order. Bounds [-1, 2^31 - 1]. In a context
+   *  that drives one rank (MPI, NCCL) r must be that rank; in process a
+   *  part is for inspection only. Not part of the fingerprint. What a part
+   *  describes, and per-rank planning: docs/ABI.md, "Settings and figures
+   *  in full". @since 0.5 */
   RS_PARAM_PLAN_PART = 300,
   /** Whether rs_plan_create keeps the box of every move. 1 (the
-   *  default): it does, and the plan can run. 0: it keeps none, for a
-   *  plan made to be inspected or priced, not run (what `reshard plan`
-   *  makes): the moves' ranks, tensors, bytes, routes and rounds, the
-   *  relay slots, rs_plan_stat, RS_STAT_ROUNDS, rs_plan_to_json (whose
-   *  moves then have no "offset" or "extent") and the fingerprint are
-   *  what they are with boxes, bit for bit; rs_plan_move_box and
-   *  rs_plan_execute (and rs_plan_execute_async) give RS_ERR_UNSUPPORTED.
-   *  It saves the boxes' memory as the plan is made, about a fifth of
-   *  planning's peak and a tenth of its time for DeepSeek-V3 at 8192 GPUs
-   *  a side, and a whole plan without boxes keeps no copy of its layouts'
-   *  shards once made. Combines with RS_PARAM_PLAN_PART (a part without
-   *  boxes).
-   *  Bounds [0, 1]. Not part of the fingerprint. @since 0.5 */
+   *  default): it does, and the plan can run. 0: it keeps none, for a plan
+   *  to inspect or price, not to run: all else is as with boxes, bit for
+   *  bit; rs_plan_move_box and rs_plan_execute give RS_ERR_UNSUPPORTED.
+   *  Bounds [0, 1]; not part of the fingerprint. docs/ABI.md, "Settings
+   *  and figures in full". @since 0.5 */
   RS_PARAM_PLAN_BOXES = 301,
   /** How rs_plan_create cuts the plan into rounds: an rs_rounds.
    *  RS_ROUNDS_PACKED (0, the default) or RS_ROUNDS_BY_DOMAIN_PAIR (1).
@@ -363,23 +320,11 @@ typedef enum rs_rounds {
    *  message's round depends on every other rank's traffic. */
   RS_ROUNDS_PACKED = 0,
   /** A round is a label (relay depth, chunk, domain offset) that the two
-   *  domains a message runs between decide from their own traffic: the
-   *  moves into a domain, taken in plan order, are cut into chunks of a
-   *  quarter of the staging at each rank they touch, and in a label a
-   *  domain sends into one domain only and receives from one only. So
-   *  the rounds of what lands in a domain follow from what lands in it,
-   *  which a rank that plans its own part can know: in an MPI or NCCL
-   *  context, with RS_PARAM_PLAN_PART set to its rank, each rank plans
-   *  only its part (see rs_plan_create). An fp8 block whose parts come
-   *  from several domains runs in a label of its destination domain
-   *  alone, where every sender sends into that domain only. A piece several ranks of a
-   *  domain need is cut to half the packed size (up to 2.4x the moves
-   *  where domains hold several engines), and a rank takes part in other
-   *  numbers of rounds: `reshard plan --rounds` prices both.
-   *  rs_plan_create refuses it (RS_ERR_UNSUPPORTED)
-   *  where a label does not fit a round number: relays more than 15
-   *  deep, or more chunks between two domains than 2^(27 - the bits of
-   *  twice the number of domains). */
+   *  domains a message runs between decide from their own traffic, so
+   *  that a rank can plan its own part (per-rank planning, see
+   *  rs_plan_create). rs_plan_create refuses it (RS_ERR_UNSUPPORTED) where
+   *  a label cannot hold the plan. The rule, its cost and its limits:
+   *  docs/ABI.md, "Settings and figures in full", and docs/PLANNING.md. */
   RS_ROUNDS_BY_DOMAIN_PAIR = 1
 } rs_rounds;
 
@@ -444,7 +389,7 @@ RS_API rs_status rs_layout_add_tensor(rs_layout *layout, const char *name,
  * RS_ERR_UNKNOWN_BUFFER (buffer outside 0..RS_MAX_BUFFERS-1),
  * RS_ERR_BAD_SHAPE (extent < 1), RS_ERR_OUT_OF_BOUNDS, RS_ERR_OVERFLOW,
  * RS_ERR_OVERLAP, RS_ERR_INVALID_ARGUMENT (negative byte_offset, stride
- * < 1). @since 0.1
+ * < 1), RS_ERR_NO_MEMORY. @since 0.1
  */
 RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
                                      int rank, const int64_t *offset,
@@ -465,8 +410,9 @@ RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
  * dim nest left to right, as DTensor does. Each rank's local shard is dense
  * row-major in its buffer @p buffer at @p byte_offset.
  * Errors: as rs_layout_add_shard, plus RS_ERR_INVALID_ARGUMENT (placement
- * not a dim of the tensor, mesh axis < 1, duplicate rank in the mesh).
- * @since 0.1
+ * not a dim of the tensor, mesh axis < 1, duplicate rank in the mesh,
+ * mesh_ndim outside 1..RS_MAX_DIMS, more ranks in the mesh or one of its
+ * axes than in the world). @since 0.1
  */
 RS_API rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
                                        int mesh_ndim,
@@ -484,7 +430,8 @@ RS_API rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
  * length is unknown and they are left alone.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_SHAPE, RS_ERR_TOO_MANY_DIMS,
  * RS_ERR_INVALID_ARGUMENT (coordinate outside the mesh, bad placement, a
- * mesh axis < 1). Details in rs_last_error(). @since 0.1
+ * mesh axis < 1, mesh_ndim outside 1..RS_MAX_DIMS). Details in
+ * rs_last_error(). @since 0.1
  */
 RS_API rs_status rs_dtensor_local_box(int ndim, const int64_t *shape,
                                       int mesh_ndim,
@@ -591,7 +538,8 @@ RS_API rs_status rs_layout_serialize(const rs_layout *layout, void **bytes,
  * layout may be assembled from many pieces, one call each.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_CORRUPT (malformed, truncated or
  * checksum-failing bytes, or another wire version), RS_ERR_MISMATCH (a
- * tensor declared differently), every status of rs_layout_add_tensor
+ * tensor declared differently, or a block-scale declaration that
+ * conflicts with the layout's), every status of rs_layout_add_tensor
  * (RS_ERR_INVALID_ARGUMENT for a bad name, RS_ERR_TOO_MANY_DIMS, ...) and
  * every status of rs_layout_add_shard.
  * @since 0.1
@@ -631,15 +579,23 @@ RS_API rs_status rs_layout_deserialize(rs_layout *layout, const void *bytes,
  * carries no such notice yet: there at their timeout). The part, its
  * figures and its rounds are those the whole plan would give.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_WRONG_CONTEXT, RS_ERR_INCOMPATIBLE
- * (names or shapes differ), RS_ERR_UNSUPPORTED (dtype change),
+ * (names or shapes differ, or the source layout holds a tensor that is the
+ * block scales of a destination tensor, which are computed on the way),
+ * RS_ERR_UNSUPPORTED (a dtype change libreshard does not make, an fp8
+ * block not held whole (see rs_layout_set_block_scales), a plan that needs
+ * more memory to make than planning may take, a piece or scale block that
+ * does not fit the staging, a round label RS_ROUNDS_BY_DOMAIN_PAIR cannot
+ * hold: the message says which, and what to raise),
  * RS_ERR_NOT_COVERED (a destination element no source holds; the message
  * names the tensor and element), RS_ERR_OVERLAP (two destination shards of
  * one rank share bytes), RS_ERR_UNKNOWN_RANK (RS_PARAM_PLAN_PART names a
  * rank outside the world), RS_ERR_INVALID_ARGUMENT (RS_PARAM_PLAN_PART
  * names another rank than the one a context driving one rank drives),
  * RS_ERR_NO_MEMORY; with per-rank planning also RS_ERR_CORRUPT (a damaged
- * or inconsistent exchange), RS_ERR_TIMEOUT and RS_ERR_TRANSPORT (the
- * context is done). @since 0.1
+ * or inconsistent exchange), RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the
+ * context is done, or used in a child of fork()), RS_ERR_UNSUPPORTED (over
+ * MPI, an exchange of more than 2 GiB) and, on the other ranks, the status
+ * of the lowest rank that failed. @since 0.1
  */
 RS_API rs_status rs_plan_create(const rs_layout *src, const rs_layout *dst,
                                 rs_plan **out);
@@ -684,12 +640,8 @@ typedef enum rs_stat {
                                         itself (@since 0.5) */
   RS_STAT_BYTES_PACKED = 14,     /**< of the bytes it sends, those it
                                       copies into staging first, as they
-                                      are (not converted: those are in
-                                      RS_STAT_CONVERTED_SENDING); the rest
-                                      go straight from memory that is one
-                                      contiguous run. What a transport that
-                                      stages (MPI, NCCL) copies; in process
-                                      pieces go direct (@since 0.5) */
+                                      are; the rest go straight
+                                      (docs/ABI.md) (@since 0.5) */
   RS_STAT_BYTES_UNPACKED = 15    /**< of the bytes it receives, those it
                                       copies out of staging, as they are
                                       (converted ones are in
@@ -714,12 +666,13 @@ typedef enum rs_route {
 } rs_route;
 
 /** Number of moves (box copies) in the plan; in a plan's part
- *  (RS_PARAM_PLAN_PART), in that part. @since 0.1 */
+ *  (RS_PARAM_PLAN_PART), in that part. Errors: RS_ERR_NULL_POINTER.
+ *  @since 0.1 */
 RS_API rs_status rs_plan_num_moves(const rs_plan *plan, int64_t *out);
 
 /**
  * Describe move @p index (0 <= index < rs_plan_num_moves): its tensor (index
- * into the plan's tensors, see rs_plan_tensor_name), source and destination
+ * into the plan's tensors, see rs_plan_tensor_info), source and destination
  * ranks, route, round, and whether it forwards bytes that crossed into the
  * domain earlier in the round (forwarded = 1). Any out pointer may be NULL.
  * Moves are numbered in the order the plan runs them, message by message:
@@ -747,7 +700,8 @@ RS_API rs_status rs_plan_move_info(const rs_plan *plan, int64_t index,
 RS_API rs_status rs_plan_move_box(const rs_plan *plan, int64_t index,
                                   int64_t *offset, int64_t *extent);
 
-/** Number of tensors the plan moves. @since 0.1 */
+/** Number of tensors the plan moves. Errors: RS_ERR_NULL_POINTER.
+ *  @since 0.1 */
 RS_API rs_status rs_plan_num_tensors(const rs_plan *plan, int *out);
 /**
  * Name (owned by the plan, valid while it lives) and ndim of tensor
@@ -760,7 +714,7 @@ RS_API rs_status rs_plan_tensor_info(const rs_plan *plan, int tensor,
 /**
  * A 64-bit fingerprint of everything the plan was computed from (tensors,
  * shards, domains, staging setting). Ranks that agree on it compute the same
- * plan. @since 0.1
+ * plan. Errors: RS_ERR_NULL_POINTER. @since 0.1
  */
 RS_API rs_status rs_plan_fingerprint(const rs_plan *plan, uint64_t *out);
 
@@ -810,11 +764,13 @@ typedef enum rs_side {
  * changes: RS_ERR_INVALID_ARGUMENT, nothing changed (since 0.5).
  * The memory must stay valid while the plan executes; libreshard never
  * frees it.
- * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK, RS_ERR_UNKNOWN_BUFFER
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNKNOWN_RANK (outside the world, not
+ * driven by this process, or not the plan's part), RS_ERR_UNKNOWN_BUFFER
  * (no shard of that side and rank uses the buffer), RS_ERR_BUFFER_TOO_SMALL
  * (a shard reaches past @p bytes), RS_ERR_INVALID_ARGUMENT (bad side, or
- * an execution in flight), RS_ERR_TRANSPORT (a context between processes
- * used in a child of fork()).
+ * an execution in flight), RS_ERR_WRONG_MEMORY (a context that moves
+ * device memory: bind with rs_plan_bind_memory), RS_ERR_TRANSPORT (a
+ * context between processes used in a child of fork()).
  * @since 0.1
  */
 RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
@@ -882,20 +838,25 @@ RS_API rs_status rs_plan_bind(rs_plan *plan, rs_side side, int rank,
  * not bound; the message names side, rank and buffer), RS_ERR_OVERLAP,
  * RS_ERR_NO_MEMORY (staging), RS_ERR_MISMATCH (ranks disagree, or another
  * rank refused the plan's first execution), RS_ERR_TRANSPORT (a peer gave
- * up, or the context is done), RS_ERR_TIMEOUT, RS_ERR_CORRUPT,
+ * up, the context is done, or a context between processes is used in a
+ * child of fork()), RS_ERR_TIMEOUT, RS_ERR_CORRUPT,
  * RS_ERR_UNSUPPORTED (a plan's part, RS_PARAM_PLAN_PART, on a context that
  * drives every rank: there a part is for inspection; a plan made with
- * RS_PARAM_PLAN_BOXES = 0, since 0.5). @since 0.1
+ * RS_PARAM_PLAN_BOXES = 0, since 0.5), RS_ERR_INVALID_ARGUMENT (an
+ * execution started by rs_plan_execute_async is still in flight on the
+ * context; on a GPU context, a converted element not aligned to its size),
+ * RS_ERR_INTERNAL (a bug in libreshard; please report). @since 0.1
  */
 RS_API rs_status rs_plan_execute(rs_plan *plan);
 
 /**
  * Exchange shards between processes (MPI and NCCL contexts, declared in
- * reshard.h since 0.3, in reshard_mpi.h before): afterwards the layout on every rank holds the tensors and
- * shards every rank had added, in rank order, so all ranks hold the same
- * layout and compute the same plan. Before the call each rank may hold only
- * shards of its own rank (and tensors, which must agree in dtype and shape
- * where several ranks declare the same name). Collective over the context's
+ * reshard.h since 0.3, in reshard_mpi.h before): afterwards the layout on
+ * every rank holds the tensors and shards every rank had added, in rank
+ * order, so all ranks hold the same layout and compute the same plan.
+ * Before the call each rank may hold only shards of its own rank (and
+ * tensors, which must agree in dtype and shape where several ranks
+ * declare the same name). Collective over the context's
  * ranks; a rank that does not call within RS_PARAM_TIMEOUT_MS gives
  * RS_ERR_TIMEOUT on the others. Bytes received are decoded by a versioned,
  * size-checked wire format and validated like rs_layout_add_shard; they
@@ -917,8 +878,11 @@ RS_API rs_status rs_plan_execute(rs_plan *plan);
  * rank), RS_ERR_UNSUPPORTED (a context that drives every rank itself),
  * RS_ERR_MISMATCH (two ranks declare one tensor differently, or another
  * rank refused its layout), RS_ERR_CORRUPT (malformed bytes),
- * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the context is done), and every status
- * of rs_layout_add_shard. After RS_ERR_TIMEOUT or RS_ERR_TRANSPORT the
+ * RS_ERR_TIMEOUT, RS_ERR_TRANSPORT (the context is done, or used in a
+ * child of fork()), RS_ERR_NO_MEMORY, and every status of
+ * rs_layout_add_tensor and rs_layout_add_shard (a contribution decoded);
+ * over MPI also RS_ERR_UNSUPPORTED (more than 2 GiB of layouts in all).
+ * After RS_ERR_TIMEOUT or RS_ERR_TRANSPORT the
  * context is done (see rs_plan_execute for what to do next). On failure
  * the layout is unchanged. @since 0.1
  */
@@ -1005,8 +969,9 @@ RS_API rs_status rs_plan_wait(rs_plan *plan);
  * and the context is done (fail-stop, as after any transport failure:
  * every later rs_plan_execute and rs_layout_allgather on it returns
  * RS_ERR_TRANSPORT; destroy its plans, layouts and the context, and create
- * a new one, see rs_plan_execute). The one call that may be made from another thread while the context is
- * in use. NULL does nothing. Errors: none (RS_OK). @since 0.2
+ * a new one, see rs_plan_execute). The one call that may be made from
+ * another thread while the context is in use. NULL does nothing.
+ * Errors: none (RS_OK). @since 0.2
  */
 RS_API rs_status rs_context_abort(rs_context *ctx);
 

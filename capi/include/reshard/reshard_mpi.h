@@ -36,7 +36,8 @@ extern "C" {
  * The caller owns *out (rs_context_destroy, which is not collective).
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_UNSUPPORTED (the MPI module cannot be
  * loaded; the message says where it looked), RS_ERR_INVALID_ARGUMENT (MPI
- * not initialized, or a bad communicator), RS_ERR_TIMEOUT (a rank did not
+ * not initialized, a bad communicator, or RESHARD_DOMAIN_SIZE set to other
+ * than a whole number from 1 to 2^24), RS_ERR_TIMEOUT (a rank did not
  * join), RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY.
  * Details in rs_last_error(). @since 0.1
  */

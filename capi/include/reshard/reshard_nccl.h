@@ -74,7 +74,8 @@ RS_API rs_status rs_nccl_unique_id(void *id, size_t bytes);
  * bytes, the same on every rank). Collective: every rank calls it. The
  * context creates and owns its communicators and destroys them with
  * itself. Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (sizes,
- * rank outside the world, a device that does not exist),
+ * rank outside the world, a device that does not exist, a malformed
+ * RESHARD_DOMAIN_SIZE),
  * RS_ERR_UNSUPPORTED (NCCL, the module, a CUDA driver or a device is
  * missing; the message says which), RS_ERR_TIMEOUT (not every rank joined
  * within 60 s), RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY. @since 0.3
@@ -90,7 +91,8 @@ RS_API rs_status rs_context_create_nccl_id(const void *id, size_t bytes,
  * it (ncclCommSplit), so its traffic never mixes with the caller's, and
  * never destroys or aborts @p comm itself. Call it with the device of
  * @p comm current. Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT
- * (@p comm is not usable), RS_ERR_UNSUPPORTED, RS_ERR_TIMEOUT,
+ * (@p comm is not usable, a malformed RESHARD_DOMAIN_SIZE),
+ * RS_ERR_UNSUPPORTED, RS_ERR_TIMEOUT,
  * RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY. @since 0.3
  */
 RS_API rs_status rs_context_create_nccl_comm(void *comm, rs_context **out);
@@ -101,8 +103,9 @@ RS_API rs_status rs_context_create_nccl_comm(void *comm, rs_context **out);
  * does: one host process reshards between its own GPUs. rs_context_rank
  * is RS_ALL_RANKS; every rank's buffers are bound in this process.
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (no device, a
- * device twice or out of range), RS_ERR_UNSUPPORTED, RS_ERR_TRANSPORT,
- * RS_ERR_NO_MEMORY. @since 0.3
+ * device twice or out of range, a malformed RESHARD_DOMAIN_SIZE),
+ * RS_ERR_UNSUPPORTED, RS_ERR_TIMEOUT (the communicators were not all made
+ * within 60 s), RS_ERR_TRANSPORT, RS_ERR_NO_MEMORY. @since 0.3
  */
 RS_API rs_status rs_context_create_nccl_devices(const int *devices,
                                                 int ndevices,
