@@ -2,7 +2,7 @@
 /* bench_convert: single-thread bandwidth of the host conversions beside a
  * memcpy of the same source bytes, in the same run. Two sets of rows:
  *
- * - the loops of core/convert.h on dense memory: bf16 -> e4m3 block
+ * - the loops of core/copy/convert.h on dense memory: bf16 -> e4m3 block
  *   quantization (128 x 128 blocks; amax pass and quantize pass, both
  *   scale rules), bf16 -> f32, f32 -> bf16 and f16 -> bf16;
  * - the host engine's converting copies (rsi_host_engine()->ops->copy,

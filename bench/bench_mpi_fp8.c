@@ -13,7 +13,7 @@
  *      in a second buffer of each inference rank; norms stay bf16.
  *  (c) gather, quantize, broadcast, as RL frameworks feed fp8 engines: per
  *      bucket of whole tensors, the first trainer TP group gathers each
- *      full bf16 tensor on rank 0, rank 0 quantizes it (core/convert.h,
+ *      full bf16 tensor on rank 0, rank 0 quantizes it (core/copy/convert.h,
  *      inside the timing), broadcasts fp8 values and scales to every
  *      inference rank, which copies out its own shard.
  *

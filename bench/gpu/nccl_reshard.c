@@ -26,7 +26,7 @@
  *     f32 scale per 128 x 128 block (RS_SCALE_AMAX) beside it in the
  *     destination buffer, the norms stay bf16; sources hold weight-like
  *     bf16 (weight_at: never NaN). The same plan run once in process on
- *     the CPU (the host engine, core/convert.c) gives the expected bytes;
+ *     the CPU (the host engine, core/copy/convert.c) gives the expected bytes;
  *     the GPU's destination must equal them byte for byte (values, scales
  *     and the poison around them) after the first execution and after the
  *     timed ones; time per execution beside (a)'s bf16 -> bf16.
@@ -813,7 +813,7 @@ static rs_plan *fp8_plan(rs_context *ctx) {
   return plan;
 }
 
-/* What the host engine (core/convert.c, not the CUDA kernels) makes of the
+/* What the host engine (core/copy/convert.c, not the CUDA kernels) makes of the
  * same sources: one execution in process on host memory. */
 static unsigned char *fp8_expected(unsigned char *const hsrc[TP],
                                    int64_t dst_bytes) {

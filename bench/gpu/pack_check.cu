@@ -4,10 +4,10 @@
  * correctness, random strided boxes (ranks 1..8, element sizes 1..16,
  * sub-ranges, padded and permuted strides, misaligned bases, dense sides,
  * alone and in batches) copied by the kernel into a poisoned device buffer
- * and compared byte for byte, slack included, with core/copy.c's
+ * and compared byte for byte, slack included, with core/copy/copy.c's
  * rsi_copy_range on the host; (b) conversions the same way: casts (bf16
  * -> f32 and f32 -> bf16 most, every pair of f32, bf16, f16) against
- * core/convert.h's casts, and block-scaled e4m3 (bf16 most; values and
+ * core/copy/convert.h's casts, and block-scaled e4m3 (bf16 most; values and
  * scales of random boxes of random tensors, 128 x 128 blocks and small
  * ones, blocks split into chunks; in a third of the tensors the scale box
  * is the twin of the value box, which the engine folds into its piece)

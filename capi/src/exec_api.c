@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The execution entry points of the ABI: binding memory of a kind,
  * starting, testing, waiting for and aborting an execution. Argument
- * checks here; core/exec.c does the work. */
+ * checks here; core/exec/exec.c does the work. */
 #include "api.h"
 #include "copy/engine.h"
 #include "exec/exec.h"

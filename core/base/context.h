@@ -39,7 +39,7 @@ struct rs_context {
   const char *no_integrity;
   bool failed; /* a transfer failed part-way: the context is done */
   atomic_bool aborted; /* rs_context_abort was called (any thread) */
-  /* How bytes are copied and where staging lives (core/engine.h), for the
+  /* How bytes are copied and where staging lives (core/copy/engine.h), for the
    * memory kind every bound buffer must be in. */
   struct rsi_engine *engine;
   /* The context's own host engine (the engine above where the transport

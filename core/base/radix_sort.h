@@ -18,7 +18,7 @@ typedef struct rsi_keyed {
  * side by side in one word costs the fewest passes.
  * scratch: n records that do not overlap v; the
  * caller owns it, so that a caller short of fresh memory can lend a part
- * of a block it will use next (plan_rounds.c). */
+ * of a block it will use next (rounds.c). */
 void rsi_radix_sort(rsi_keyed *v, rsi_keyed *scratch, int64_t n);
 
 /* Sort the words v[0..n) by their bits from bit `low_bits` up, stably;

@@ -5,7 +5,7 @@
  * every byte it moves goes through its context's engine, in batches (one
  * call per step: a GPU engine launches one kernel for the lot).
  *
- * The host engine (engine_host.c, core/copy.c's strided copies) serves the
+ * The host engine (engine_host.c, core/copy/copy.c's strided copies) serves the
  * in-process and MPI transports; a CUDA engine comes with the NCCL
  * transport's module (rsi_transport.engine). */
 #ifndef RS_CORE_ENGINE_H

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The host copy engine: malloc'd staging and core/copy.c's strided copies
+/* The host copy engine: malloc'd staging and core/copy/copy.c's strided copies
  * (copy_convert.c's where a copy converts). Each context has its own
  * (rsi_host_engine_create), which cuts a large batch over the threads
  * RS_PARAM_COPY_THREADS asks for; rsi_host_engine() is a static one that

@@ -8,7 +8,7 @@
 
 #include "plan/plan.h"
 
-/* memory: RSI_MEMORY_* (core/engine.h); device: its CUDA device. */
+/* memory: RSI_MEMORY_* (core/copy/engine.h); device: its CUDA device. */
 rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                         void *ptr, size_t bytes, int memory, int device);
 

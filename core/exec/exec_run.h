@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The one driver: every rank this process drives (one between processes,
- * all of them in process) runs its steps (core/staging.h) as a small state
+ * all of them in process) runs its steps (core/plan/staging.h) as a small state
  * machine. A step begins by posting its receives, then packing (through
  * the context's copy engine, one batch per step) and posting its sends; it
  * ends, once the transport says its group is done, by unpacking what

@@ -527,7 +527,7 @@ static rs_status deliver_part_of(planner *p, const int64_t *off,
 }
 
 /* Cut a piece so that one unit (first hop plus forwards) fits a round.
- * One unit must fit an empty round (plan_rounds.c charges each end at
+ * One unit must fit an empty round (rounds.c charges each end at
  * most its bytes, 64-aligned): a lone needer is charged the piece once at
  * each end; a first receiver that forwards to the others is charged its
  * receive, a relay slot when it needs one, and a send per forward. Pieces

@@ -127,7 +127,7 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
   /* Two rounds in flight; a label by domain pair holds two chunks at a
    * rank (one it sends first hops in, one it lands in), each within
    * round_capacity, so that is a quarter of the staging
-   * (plan_rounds.c). */
+   * (rounds.c). */
   plan->round_capacity = ctx->staging_bytes / (plan->rounds_by_pair ? 4 : 2);
   plan->domain_of = malloc((size_t)ctx->world_size * sizeof *plan->domain_of);
   if (!plan->domain_of) return RSI_NOMEM(err);
@@ -269,7 +269,8 @@ static rs_status build(rs_plan *plan, const rs_layout *src,
                        (plan->keeps_boxes && !plan->domain_part),
                    dst_map, err);
   free(dst_map);
-  /* a domain's part planned for a rank's (plan_rank.c) is cut there */
+  /* a domain's part planned for a rank (session/plan_rank.c) is cut
+   * there */
   if (st == RS_OK && ctx->plan_part >= 0 && !plan->domain_part)
     st = rsi_plan_keep_part(plan, (int)ctx->plan_part, err);
   return st;

@@ -124,7 +124,7 @@ struct rs_plan {
   int64_t *relay_bytes; /* per rank: relay staging one round needs */
   rsi_rank_stats *stats;
   int64_t staging_bytes, round_capacity;
-  /* -1: the whole plan. Else the rank whose part this is (plan_part.c):
+  /* -1: the whole plan. Else the rank whose part this is (part.c):
    * moves, msgs and relays hold only what that rank sends, receives,
    * forwards and copies; stats, relay_bytes and nrounds are the whole
    * plan's. */
@@ -139,7 +139,7 @@ struct rs_plan {
   bool keeps_boxes;
   bool integrity; /* checksum every message (RS_PARAM_INTEGRITY) */
   /* RS_ROUNDS_BY_DOMAIN_PAIR: a move's and a message's round is a label
-   * (plan_rounds.c), sparse; round_labels holds the whole plan's nrounds
+   * (rounds.c), sparse; round_labels holds the whole plan's nrounds
    * labels in increasing order, and what the ABI calls a move's round is
    * its label's place there (rsi_plan_public_round). */
   bool rounds_by_pair;
@@ -158,7 +158,7 @@ rs_status rsi_plan_create(const rs_layout *src, const rs_layout *dst,
                           rs_plan **out);
 
 /* The memory, in bytes, a plan may take while it is made and scheduled
- * (core/plan.c, "the plan's size"): 100 x 2^26. Tests lower it to reach
+ * (core/plan/plan_size.c): 100 x 2^26. Tests lower it to reach
  * it with small layouts; nothing else writes it. */
 extern int64_t rsi_plan_bytes;
 void rsi_plan_destroy(rs_plan *plan);
@@ -167,7 +167,7 @@ void rsi_plan_destroy(rs_plan *plan);
  * `domain`): the crossings into it and their forwards and copies inside
  * it, move for move those of the whole plan, made by the same rules
  * while every other domain is only walked for what its choices leave to
- * later ones (core/plan.c, begin_shadow; docs/PLANNING.md, "A domain's
+ * later ones (core/plan/serve.c, begin_shadow; docs/PLANNING.md, "A domain's
  * part"). Its rounds are its own, and a forward from another domain is
  * not ordered after the crossing it relays, so the plan is refused by
  * execution. RS_ERR_INVALID_ARGUMENT where no rank is in `domain`; else

@@ -395,7 +395,7 @@ rs_status rsi_planner_cut_bounded(planner *p, const int64_t *off,
                              void *ctx);
 
 /* Cut a piece so that one unit (first hop plus forwards) fits a round.
- * One unit must fit an empty round (plan_rounds.c charges each end at
+ * One unit must fit an empty round (rounds.c charges each end at
  * most its bytes, 64-aligned): a lone needer is charged the piece once at
  * each end; a first receiver that forwards to the others is charged its
  * receive, a relay slot when it needs one, and a send per forward. Pieces
@@ -502,7 +502,7 @@ rs_status rsi_planner_shards_by_tensor(const rs_layout *l,
 
 /* The sides made the plan's own once it is made (rsi_side): copied, the
  * destination's tensors numbered by dst_map, where the plan keeps boxes
- * or is to keep a rank's part (plan_part.c cuts the copy); else, a plan
+ * or is to keep a rank's part (part.c cuts the copy); else, a plan
  * that cannot run (without boxes, or a domain's part), emptied. */
 rs_status rsi_planner_own_sides(rs_plan *plan, bool keep, const int *dst_map,
                            rsi_err *err);
@@ -538,7 +538,7 @@ static inline int64_t rsi_planner_block_size(const rsi_conversion *cv, int ndim,
 /* Bytes one move costs from planning to the end of scheduling: the move
  * and its box in plan->boxes; its scheduling unit (end, after, depth: at
  * most one a move); and the larger of the scheduler's scratch per unit
- * or move (plan_rounds.c: a sort key, the radix sort's copy of it and the
+ * or move (rounds.c: a sort key, the radix sort's copy of it and the
  * order; then the order and the move's sorted copy) and its message (at
  * most one a move), which is made once the scratch is freed. */
 static inline int64_t rsi_planner_move_cost(int ndim) {

@@ -630,7 +630,7 @@ static void count_stats(rs_plan *plan) {
                    *d = &plan->stats[m->dst_rank];
     s->moves++;
     /* a move's bytes are its elements in the wire dtype (its box may be
-     * gone: plan.c, forget_box) */
+     * gone: moves.c, forget_box) */
     int64_t elems = 0;
     if (m->src_dtype != m->dst_dtype || m->computes_scales)
       elems = m->bytes / (int64_t)rsi_dtype_size((rs_dtype)m->wire_dtype);

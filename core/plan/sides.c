@@ -94,7 +94,7 @@ rs_status rsi_planner_shards_by_tensor(const rs_layout *l,
 
 /* The sides made the plan's own once it is made (rsi_side): copied, the
  * destination's tensors numbered by dst_map, where the plan keeps boxes
- * or is to keep a rank's part (plan_part.c cuts the copy); else, a plan
+ * or is to keep a rank's part (part.c cuts the copy); else, a plan
  * that cannot run (without boxes, or a domain's part), emptied. */
 rs_status rsi_planner_own_sides(rs_plan *plan, bool keep, const int *dst_map,
                            rsi_err *err) {

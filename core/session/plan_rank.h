@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* rs_plan_create between processes: the decision to plan per rank, and
- * per-rank planning's exchange (plan_rank.c). */
+ * per-rank planning's exchange (session/plan_rank.c). */
 #ifndef RS_CORE_SESSION_PLAN_RANK_H
 #define RS_CORE_SESSION_PLAN_RANK_H
 

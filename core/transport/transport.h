@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The one internal transport interface: how bytes travel between ranks.
- * The executor (core/exec_run.c) decides what to send when; a copy engine
- * (core/engine.h) packs and unpacks; a transport only moves bytes. A
+ * The executor (core/exec/exec_run.c) decides what to send when; a copy engine
+ * (core/copy/engine.h) packs and unpacks; a transport only moves bytes. A
  * transport whose ranks share one address space (in process) may also take
  * direct messages (send_direct, recv_direct below): instead of bytes, the
  * copies that move a piece once, straight from the sender's memory into
@@ -38,7 +38,7 @@
 #include "base/error.h"
 
 typedef struct rsi_transport rsi_transport;
-struct rsi_copy; /* core/engine.h */
+struct rsi_copy; /* core/copy/engine.h */
 
 /* Step groups of the data channel. */
 enum { RSI_GROUP_STEP0 = 0, RSI_GROUP_STEP1 = 1 };
@@ -99,7 +99,7 @@ typedef struct rsi_transport_ops {
   rs_status (*join)(rsi_transport *t, void *queue, bool end, rsi_err *err);
   /* Transports whose ranks share one address space only (in process;
    * NULL otherwise): direct messages, which carry no bytes but the copies
-   * (core/engine.h) that move them once, straight from the sender's memory
+   * (core/copy/engine.h) that move them once, straight from the sender's memory
    * into the receiver's, strided at both ends, without staging. A direct
    * send gives n copies with their source side set (src, src_strides, and
    * the op, dtypes, blocks and extent that both ends compute alike from
@@ -145,7 +145,7 @@ typedef struct rsi_control_ops {
    * each rank q (world entries), packed in rank order in `send`; *recv
    * (malloc'd) gets what every rank gave this one, packed in rank order,
    * and recv_counts[q] (world entries, caller's) their lengths. Per-rank
-   * planning (core/plan_rank.c) tells senders their moves through it. */
+   * planning (core/session/plan_rank.c) tells senders their moves through it. */
   rs_status (*alltoallv)(rsi_transport *t, const void *send,
                          const size_t *send_counts, void **recv,
                          size_t *recv_counts, int64_t timeout_ms,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A destination domain's part (rsi_plan_create_domain, core/plan.h)
+/* A destination domain's part (rsi_plan_create_domain, core/plan/plan.h)
  * against the whole plan: the part holds exactly the whole plan's moves
  * that land in the domain, and the parts of every domain together are the
  * whole plan. Moves are compared as a set, whatever their rounds (a part
@@ -161,7 +161,7 @@ static inline bool rt_same_domain_parts(const rs_plan *whole,
 
 /* The shape of rounds by domain pair: in every round a domain sends
  * across into one domain at most, and receives across from one at most,
- * except in a round of mixed units (core/plan_rounds.c), where every move
+ * except in a round of mixed units (core/plan/rounds.c), where every move
  * across lands in one domain. True for a plan of packed rounds. */
 static inline int rt_cmp_triples(const void *a, const void *b) {
   return memcmp(a, b, 3 * sizeof(int64_t));

@@ -2,7 +2,7 @@
 /* Writing layout wire bytes by hand, field by field, for the bad-input
  * catalog and the fuzz seed corpus: every field of the format can be given
  * any value, then the length field and the checksum are fixed up (or not).
- * The format (core/wire.h, docs in the header there):
+ * The format (core/layout/wire.h, docs in the header there):
  *
  *   "RSLAYOUT" u32 version u32 rank u64 total_bytes
  *   u32 ntensors; per tensor: u32 name_len, name, u32 dtype, u32 ndim,

@@ -24,7 +24,7 @@
  * line in TC_CASES and its function tc_case_<name>.
  *
  * Payloads of the data channel live where the transport's copy engine
- * (core/engine.h, rsi_transport.engine) keeps memory: host memory for a
+ * (core/copy/engine.h, rsi_transport.engine) keeps memory: host memory for a
  * transport without one; device memory, allocated through the engine and
  * staged through the host by the driver's to_device and to_host, for a
  * GPU transport (NCCL). tc_alloc and the control channel stay in host

@@ -58,7 +58,7 @@ struct procs {
 #endif
 };
 
-/* The Fortran handle of MPI_COMM_WORLD, as core/context.c hands it on. */
+/* The Fortran handle of MPI_COMM_WORLD, as capi/src/mpi_api.c hands it on. */
 static rs_status mpi_args(procs *p, rsi_module_args *a, rsi_err *err) {
   (void)p;
   (void)err;

@@ -14,7 +14,7 @@ Writes one binary file of records (little-endian):
            then the source, destination and scale (f32) bytes.
 A cast record is 1-D: destination[i] = cast(source[i]).
 
-Block-scaled e4m3 follows core/convert.h: per block amax = max |x| in f32
+Block-scaled e4m3 follows core/copy/convert.h: per block amax = max |x| in f32
 (NaN propagates), scale = amax / 448 in f32 (1 when amax is 0; 2^-149
 when the quotient underflows) or, for UE8M0, the smallest 2^k >= amax /
 448 (k >= -127), exactly; value = e4m3(clip(x / scale, -448, 448)).

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Box algebra (core/box.h): volume with overflow, intersect, contains,
+/* Box algebra (core/layout/box.h): volume with overflow, intersect, contains,
  * equal, subtract, dense strides. Hand-worked cases plus a brute-force
  * check of subtract over small random boxes. */
 #include <criterion/criterion.h>

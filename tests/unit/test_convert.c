@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Element conversions (core/convert_elem.h) and the host conversion loops
- * (core/convert.h): every bf16, f16 and e4m3 bit pattern widened and
+/* Element conversions (core/copy/convert_elem.h) and the host conversion loops
+ * (core/copy/convert.h): every bf16, f16 and e4m3 bit pattern widened and
  * narrowed back; every rounding midpoint of each narrow format and its
  * two f32 neighbours; a million random f32 against a reference rounding
  * written here in double arithmetic; the boundary cases by name; both

@@ -3,7 +3,7 @@
  * casts between f32, bf16 and f16, and bf16 to block-scaled fp8 with its
  * scales, where the sender converts (it holds whole blocks) and where the
  * receiver does (source shards split the blocks). Every destination byte
- * is compared with core/convert.h's functions over the whole tensor, and
+ * is compared with core/copy/convert.h's functions over the whole tensor, and
  * what the plan says it converts where is checked against the wire bytes.
  * Then the refusals: blocks cut by a destination shard, scales without
  * their values, pairs libreshard does not convert. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Streaming copies (core/copy.c, rsi_copy_range_to with streaming): the
+/* Streaming copies (core/copy/copy.c, rsi_copy_range_to with streaming): the
  * same bytes as the cached copy, for random 2-D and 3-D boxes whose rows
  * are from 1 byte to 20 KB, contiguous or strided, at every alignment of
  * both sides, over random sub-ranges, into poisoned buffers whose slack

@@ -12,7 +12,7 @@
  * - the transport's plain send and receive are replaced by ones that fail,
  *   so the execution passes only if every segment went direct; direct
  *   sends are counted;
- * - the result equals core/convert_elem.h's conversion of every element
+ * - the result equals core/copy/convert_elem.h's conversion of every element
  *   (casts), and bit for bit what the staged path makes from the same plan
  *   (the transport without its direct operations: pack, send, unpack, as
  *   between processes);
@@ -500,7 +500,7 @@ Test(exec_direct, large_strided_pieces, .timeout = 60) {
  * in the next domain (ranks 3 and 4, one with padded rows): each quarter
  * is a piece above the 64 KiB segment threshold that is not one
  * contiguous run of the replica it lands in, so it lands in a relay slot,
- * is forwarded straight from there and copied out of it once (plan.c,
+ * is forwarded straight from there and copied out of it once (plan/deliver.c,
  * forward_from_slot), where forwarding it from the replica's own memory
  * would pack it for every forward. The second half goes to rank 5 alone,
  * transposed. */

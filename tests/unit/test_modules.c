@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Transport modules and the contexts made on them (core/transport/module.c,
- * core/context.c): which names the loader accepts, where it looks and what
+ * core/transport/module.c, core/session/open.c): which names the loader accepts, where it looks and what
  * it says when nothing is there, one load per name shared by every caller
  * and thread, the versioned creation arguments a module refuses, and the
  * domains a context assembled on a transport gets. The MPI module, where

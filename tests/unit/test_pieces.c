@@ -4,7 +4,7 @@
  * 16), element sizes 1..16, random sub-ranges, padded and permuted
  * strides, inner dims that are not contiguous, misaligned bases, dense
  * sides, copied into a poisoned destination and compared byte for byte
- * with core/copy.c's rsi_copy_range into another; batches of many copies
+ * with core/copy/copy.c's rsi_copy_range into another; batches of many copies
  * with the item -> piece search checked over the whole item range; unit
  * selection; empty ranges.
  * Conversions (suite pieces_convert, convert_pieces.h): casts between

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The plan-size budget (rsi_plan_bytes, core/plan.c): a plan too large
+/* The plan-size budget (rsi_plan_bytes, core/plan/plan_size.c): a plan too large
  * for it is refused with RS_ERR_UNSUPPORTED, a message naming the budget,
  * and at most 1.2 times the budget of peak memory growth, whether it is
  * the whole plan, a rank's part of it (RS_PARAM_PLAN_PART, which plans

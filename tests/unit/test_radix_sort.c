@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The schedule's sort (core/radix_sort.h) against a comparison sort:
+/* The schedule's sort (core/base/radix_sort.h) against a comparison sort:
  * random keys with few and many distinct values in each word, keys that
  * differ only in the high word or the top byte, stability, and the
  * trivial sizes. */

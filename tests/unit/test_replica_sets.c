@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The planner's replica sets (core/replica_sets.h): a set of ranks is
+/* The planner's replica sets (core/plan/replica_sets.h): a set of ranks is
  * found again as the same id however many sets came between (the table
  * grows and rehashes), sets differing in one rank or in length are
  * distinct, and the replica that has sent least is the first on a tie. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Holding SIGPIPE while a call talks to peers (core/sigpipe.h): a write to
+/* Holding SIGPIPE while a call talks to peers (core/base/sigpipe.h): a write to
  * a socket whose far end is closed, inside a hold, fails with EPIPE and
  * the process lives on with its signal mask as it was; a caller's own
  * block and a SIGPIPE it left pending are left alone; holds nest; and the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The in-process transport: every rank lives in the calling process and one
- * thread drives them all as cooperative steps (core/exec_run.c). A receive
+ * thread drives them all as cooperative steps (core/exec/exec_run.c). A receive
  * is matched to its send in posting order, and both are complete at the
  * match (host memory only: this transport serves host contexts).
  *
