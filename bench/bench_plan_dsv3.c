@@ -2,11 +2,12 @@
 /* bench_plan_dsv3: how long rs_plan_create takes, and how much memory it
  * needs, for a DeepSeek-V3-shaped refit on 512 ranks (or more: see Usage).
  *
- * Model (bf16, shapes from shared/reference/layer-tensors.md): 61 layers,
- * 0-2 dense MLP, 3-60 MoE with the 256 routed experts stacked per layer as
- * trainers hold them ([256, 2048, 7168] gate/up, [256, 7168, 2048] down),
- * MLA attention, norms, router gate and its f32 e_score_correction_bias,
- * shared experts, embed_tokens / lm_head / model.norm. 1025 tensors.
+ * Model: the tools' catalog's DeepSeek-V3 (tools/catalog.c; bf16, shapes
+ * from shared/reference/layer-tensors.md): 61 layers, 0-2 dense MLP, 3-60
+ * MoE with the 256 routed experts stacked per layer as trainers hold them
+ * ([256, 2048, 7168] gate/up, [256, 7168, 2048] down), MLA attention,
+ * norms, router gate and its f32 e_score_correction_bias, shared experts,
+ * embed_tokens / lm_head / model.norm. 1025 tensors.
  *
  * Source (trainer, ranks 0..255 at DP2): PP8 x EP16 x DP2, Megatron rank order
  * (EP fastest, then DP, then PP): rank = stage*32 + dp*16 + ep. Layer L on
@@ -20,7 +21,10 @@
  * tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel
  * d=0 (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head),
  * row-parallel d=1 (o_proj, down, shared down), stacked experts d=1 for
- * gate/up and d=2 for down; norms, router and bias replicated. Local memory:
+ * gate/up and d=2 for down; norms, router and bias replicated. (vLLM holds
+ * q_a and kv_a whole on every TP rank, as the catalog's RT_ROLE_REPL and
+ * the CLI's layouts say; this bench has always split them on dim 0, and
+ * keeps doing so, so that its figures stay comparable.) Local memory:
  * one buffer per tensor (vLLM style, one torch tensor per parameter).
  *
  * Domains of 8 consecutive ranks. Each rank's part (RS_PARAM_PLAN_PART) of
@@ -43,25 +47,16 @@
 
 #include <sys/wait.h>
 
+#include "catalog.h"
+#include "frameworks.h"
+
 #if defined(__GLIBC__) && \
     (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
 #include <malloc.h>
 #define BENCH_HAVE_MALLINFO2 1
 #endif
 
-enum {
-  N_LAYERS = 61,
-  N_DENSE = 3,
-  PP = 8,
-  EP = 16,
-  TP = 8,
-  DOMAIN = 8,
-  HIDDEN = 7168,
-  N_EXPERTS = 256,
-  MOE_INTER = 2048,
-  DENSE_INTER = 18432,
-  VOCAB = 129280
-};
+enum { PP = 8, EP = 16, TP = 8, DOMAIN = 8 };
 
 /* The job's size: EDP trainer data-parallel replicas (2 by default: 256
  * trainer ranks) and as many inference ranks, IDP = 16 * EDP engines of
@@ -77,101 +72,53 @@ static void set_scale(int edp) {
   WORLD = N_TRAIN + N_INFER;
 }
 
+/* A tensor of the catalog's model and where the bench places it. */
 typedef struct tspec {
-  char name[96];
-  rs_dtype dtype;
-  int ndim;
-  int64_t shape[3];
+  const rt_tensor *x; /* name, dtype, shape */
   int stage;   /* pipeline stage on the trainer side */
   int expert;  /* 1: stacked experts, Shard(0) over EP */
   int dst_dim; /* TP-sharded dim on the inference side; -1: replicated */
 } tspec;
 
 typedef struct model {
+  rt_model cat; /* the catalog's DeepSeek-V3 */
   tspec *t;
-  int n, cap;
+  int n;
 } model;
 
-static void add_t(model *m, rs_dtype dtype, int stage, int expert,
-                  int dst_dim, int ndim, int64_t d0, int64_t d1, int64_t d2,
-                  const char *fmt, ...) {
-  if (m->n == m->cap) {
-    m->cap = m->cap ? 2 * m->cap : 256;
-    m->t = realloc(m->t, (size_t)m->cap * sizeof *m->t);
-    if (!m->t) {
-      fprintf(stderr, "out of memory\n");
-      exit(1);
-    }
+/* The dim the inference side's TP axis shards (-1: none), as the CLI's
+ * vLLM layout places it (tools/frameworks.c), but for the MLA
+ * down-projections, split on dim 0 here (see the top of the file). */
+static int dst_dim_of(const rt_model *cat, int i) {
+  if (cat->t[i].role == RT_ROLE_REPL) return 0;
+  rt_mesh mesh;
+  rt_infer_mesh(cat, &(rt_infer){.tp = TP, .dp = IDP}, i, 0, &mesh);
+  if (strcmp(mesh.axis[0], "tp") != 0) { /* axis "tp" comes first */
+    fprintf(stderr, "%s: no TP axis first in its inference mesh\n",
+            cat->t[i].name);
+    exit(1);
   }
-  tspec *t = &m->t[m->n++];
-  memset(t, 0, sizeof *t);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(t->name, sizeof t->name, fmt, ap);
-  va_end(ap);
-  t->dtype = dtype;
-  t->ndim = ndim;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->shape[2] = d2;
-  t->stage = stage;
-  t->expert = expert;
-  t->dst_dim = dst_dim;
+  return mesh.place[0] == RS_REPLICATE ? -1 : mesh.place[0];
 }
 
 static void build_model(model *m) {
-  const rs_dtype B = RS_DTYPE_BF16;
-  add_t(m, B, 0, 0, 0, 2, VOCAB, HIDDEN, 0, "model.embed_tokens.weight");
-  for (int L = 0; L < N_LAYERS; L++) {
-    int s = L * PP / N_LAYERS;
-#define P "model.layers.%d."
-    add_t(m, B, s, 0, -1, 1, HIDDEN, 0, 0, P "input_layernorm.weight", L);
-    add_t(m, B, s, 0, 0, 2, 1536, HIDDEN, 0, P "self_attn.q_a_proj.weight", L);
-    add_t(m, B, s, 0, -1, 1, 1536, 0, 0, P "self_attn.q_a_layernorm.weight",
-          L);
-    add_t(m, B, s, 0, 0, 2, 24576, 1536, 0, P "self_attn.q_b_proj.weight", L);
-    add_t(m, B, s, 0, 0, 2, 576, HIDDEN, 0,
-          P "self_attn.kv_a_proj_with_mqa.weight", L);
-    add_t(m, B, s, 0, -1, 1, 512, 0, 0, P "self_attn.kv_a_layernorm.weight",
-          L);
-    add_t(m, B, s, 0, 0, 2, 32768, 512, 0, P "self_attn.kv_b_proj.weight", L);
-    add_t(m, B, s, 0, 1, 2, HIDDEN, 16384, 0, P "self_attn.o_proj.weight", L);
-    add_t(m, B, s, 0, -1, 1, HIDDEN, 0, 0,
-          P "post_attention_layernorm.weight", L);
-    if (L < N_DENSE) {
-      add_t(m, B, s, 0, 0, 2, DENSE_INTER, HIDDEN, 0, P "mlp.gate_proj.weight",
-            L);
-      add_t(m, B, s, 0, 0, 2, DENSE_INTER, HIDDEN, 0, P "mlp.up_proj.weight",
-            L);
-      add_t(m, B, s, 0, 1, 2, HIDDEN, DENSE_INTER, 0, P "mlp.down_proj.weight",
-            L);
-    } else {
-      add_t(m, B, s, 0, -1, 2, N_EXPERTS, HIDDEN, 0, P "mlp.gate.weight", L);
-      add_t(m, RS_DTYPE_F32, s, 0, -1, 1, N_EXPERTS, 0, 0,
-            P "mlp.gate.e_score_correction_bias", L);
-      add_t(m, B, s, 1, 1, 3, N_EXPERTS, MOE_INTER, HIDDEN,
-            P "mlp.experts.gate_proj.weight", L);
-      add_t(m, B, s, 1, 1, 3, N_EXPERTS, MOE_INTER, HIDDEN,
-            P "mlp.experts.up_proj.weight", L);
-      add_t(m, B, s, 1, 2, 3, N_EXPERTS, HIDDEN, MOE_INTER,
-            P "mlp.experts.down_proj.weight", L);
-      add_t(m, B, s, 0, 0, 2, MOE_INTER, HIDDEN, 0,
-            P "mlp.shared_experts.gate_proj.weight", L);
-      add_t(m, B, s, 0, 0, 2, MOE_INTER, HIDDEN, 0,
-            P "mlp.shared_experts.up_proj.weight", L);
-      add_t(m, B, s, 0, 1, 2, HIDDEN, MOE_INTER, 0,
-            P "mlp.shared_experts.down_proj.weight", L);
-    }
-#undef P
+  rt_err e;
+  if (rt_model_build(rt_model_find("DeepSeek-V3"), &m->cat, &e) != 0) {
+    fprintf(stderr, "bench_plan_dsv3: %s\n", e.msg);
+    exit(1);
   }
-  add_t(m, B, PP - 1, 0, -1, 1, HIDDEN, 0, 0, "model.norm.weight");
-  add_t(m, B, PP - 1, 0, 0, 2, VOCAB, HIDDEN, 0, "lm_head.weight");
-}
-
-static int64_t numel(const tspec *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
-  return n;
+  m->n = m->cat.n;
+  m->t = bench_xcalloc((size_t)m->n, sizeof *m->t);
+  /* stages as Megatron's pipeline puts them (rt_train_stage) */
+  const rt_train train = {.pp = PP};
+  for (int i = 0; i < m->n; i++) {
+    tspec *t = &m->t[i];
+    t->x = &m->cat.t[i];
+    t->stage = rt_train_stage(&m->cat, &train, i);
+    t->expert = t->x->role == RT_ROLE_EXPERT_COL ||
+                t->x->role == RT_ROLE_EXPERT_ROW;
+    t->dst_dim = dst_dim_of(&m->cat, i);
+  }
 }
 
 /* Source and destination meshes of tensor t. */
@@ -198,16 +145,16 @@ static void dst_mesh(const tspec *t, int64_t mesh_shape[2], int ranks[],
 static int64_t local_bytes(const tspec *t, const int64_t mesh_shape[2],
                            const int placements[2]) {
   int64_t coord[2] = {0, 0}, off[3], ext[3];
-  rs_status st = rs_dtensor_local_box(t->ndim, t->shape, 2, mesh_shape,
+  rs_status st = rs_dtensor_local_box(t->x->ndim, t->x->shape, 2, mesh_shape,
                                       placements, coord, off, ext);
   if (st != RS_OK) {
-    fprintf(stderr, "rs_dtensor_local_box(%s): %s: %s\n", t->name,
+    fprintf(stderr, "rs_dtensor_local_box(%s): %s: %s\n", t->x->name,
             rs_status_name(st), rs_last_error());
     exit(1);
   }
   int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= ext[d];
-  return n * (int64_t)rs_dtype_size(t->dtype);
+  for (int d = 0; d < t->x->ndim; d++) n *= ext[d];
+  return n * (int64_t)rs_dtype_size(t->x->dtype);
 }
 
 static void build_layouts(rs_context *ctx, const model *m, rs_layout **src,
@@ -221,17 +168,18 @@ static void build_layouts(rs_context *ctx, const model *m, rs_layout **src,
     const tspec *t = &m->t[i];
     int64_t ms[2];
     int pl[2];
-    BENCH_CHECK(ctx, rs_layout_add_tensor(*src, t->name, t->dtype, t->ndim,
-                                          t->shape));
-    BENCH_CHECK(ctx, rs_layout_add_tensor(*dst, t->name, t->dtype, t->ndim,
-                                          t->shape));
+    const rt_tensor *x = t->x;
+    BENCH_CHECK(ctx, rs_layout_add_tensor(*src, x->name, x->dtype, x->ndim,
+                                          x->shape));
+    BENCH_CHECK(ctx, rs_layout_add_tensor(*dst, x->name, x->dtype, x->ndim,
+                                          x->shape));
     src_mesh(t, ms, sranks, pl);
-    int buf = t->dtype == RS_DTYPE_F32 ? 1 : 0;
-    BENCH_CHECK(ctx, rs_layout_add_dtensor(*src, t->name, 2, ms, sranks, pl,
+    int buf = x->dtype == RS_DTYPE_F32 ? 1 : 0;
+    BENCH_CHECK(ctx, rs_layout_add_dtensor(*src, x->name, 2, ms, sranks, pl,
                                            buf, src_off[t->stage][buf]));
     src_off[t->stage][buf] += local_bytes(t, ms, pl);
     dst_mesh(t, ms, dranks, pl);
-    BENCH_CHECK(ctx, rs_layout_add_dtensor(*dst, t->name, 2, ms, dranks, pl,
+    BENCH_CHECK(ctx, rs_layout_add_dtensor(*dst, x->name, 2, ms, dranks, pl,
                                            i, 0));
   }
   free(sranks);
@@ -249,7 +197,7 @@ typedef struct shard_list {
   int64_t *d_ext;
 } shard_list;
 
-static int boxes_of(const tspec *t, const int64_t ms[2], const int pl[2],
+static int boxes_of(const rt_tensor *t, const int64_t ms[2], const int pl[2],
                     int64_t *off, int64_t *ext) {
   int n = 0;
   for (int64_t a = 0; a < ms[0]; a++)
@@ -279,15 +227,16 @@ static shard_list *build_shard_lists(const model *m, int64_t *n_src,
     int64_t ms[2];
     int pl[2];
     shard_list *l = &sl[i];
-    l->ndim = t->ndim;
-    l->s_off = bench_xmalloc(sizeof(int64_t) * STAGE_RANKS * t->ndim);
-    l->s_ext = bench_xmalloc(sizeof(int64_t) * STAGE_RANKS * t->ndim);
-    l->d_off = bench_xmalloc(sizeof(int64_t) * N_INFER * t->ndim);
-    l->d_ext = bench_xmalloc(sizeof(int64_t) * N_INFER * t->ndim);
+    const int ndim = t->x->ndim;
+    l->ndim = ndim;
+    l->s_off = bench_xmalloc(sizeof(int64_t) * STAGE_RANKS * ndim);
+    l->s_ext = bench_xmalloc(sizeof(int64_t) * STAGE_RANKS * ndim);
+    l->d_off = bench_xmalloc(sizeof(int64_t) * N_INFER * ndim);
+    l->d_ext = bench_xmalloc(sizeof(int64_t) * N_INFER * ndim);
     src_mesh(t, ms, ranks, pl);
-    l->ns = boxes_of(t, ms, pl, l->s_off, l->s_ext);
+    l->ns = boxes_of(t->x, ms, pl, l->s_off, l->s_ext);
     dst_mesh(t, ms, ranks, pl);
-    l->nd = boxes_of(t, ms, pl, l->d_off, l->d_ext);
+    l->nd = boxes_of(t->x, ms, pl, l->d_off, l->d_ext);
     *n_src += l->ns;
     *n_dst += l->nd;
   }
@@ -453,8 +402,8 @@ int main(int argc, char **argv) {
   build_model(&m);
   int64_t params = 0, model_bytes = 0, n_expert_t = 0;
   for (int i = 0; i < m.n; i++) {
-    params += numel(&m.t[i]);
-    model_bytes += numel(&m.t[i]) * (int64_t)rs_dtype_size(m.t[i].dtype);
+    params += rt_tensor_numel(m.t[i].x);
+    model_bytes += rt_tensor_bytes(m.t[i].x);
     n_expert_t += m.t[i].expert;
   }
   printf("model   : DeepSeek-V3 shapes, %d tensors (%lld stacked-expert), "
@@ -554,8 +503,7 @@ int main(int argc, char **argv) {
    * of the stage into each of the IDP destination domains. */
   int64_t stage_bytes[PP] = {0}, max_stage_bytes = 0;
   for (int i = 0; i < m.n; i++)
-    stage_bytes[m.t[i].stage] +=
-        numel(&m.t[i]) * (int64_t)rs_dtype_size(m.t[i].dtype);
+    stage_bytes[m.t[i].stage] += rt_tensor_bytes(m.t[i].x);
   for (int s = 0; s < PP; s++)
     if (stage_bytes[s] > max_stage_bytes) max_stage_bytes = stage_bytes[s];
   double rank_inter_bound = (double)max_stage_bytes * IDP / STAGE_RANKS;
@@ -783,5 +731,6 @@ int main(int argc, char **argv) {
   rs_layout_destroy(dst);
   rs_context_destroy(ctx);
   free(m.t);
+  rt_model_free(&m.cat);
   return 0;
 }

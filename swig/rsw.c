@@ -6,6 +6,7 @@
 #include <reshard/reshard_mpi.h>
 #include <reshard/reshard_nccl.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,30 +30,62 @@ rs_layout *rsw_result_layout(const rsw_result *r) { return r->handle; }
 rs_plan *rsw_result_plan(const rsw_result *r) { return r->handle; }
 rsw_buffer *rsw_result_buffer(const rsw_result *r) { return r->handle; }
 
+static void set_status(rsw_result *r, rs_status st) {
+  r->status = (int)st;
+  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
+}
+
 static void begin(rsw_result *r) {
-  r->status = RS_OK;
+  set_status(r, RS_OK);
   r->value = 0;
   r->real = 0;
   r->handle = NULL;
-  snprintf(r->name, sizeof r->name, "%s", rs_status_name(RS_OK));
   r->message[0] = '\0';
 }
 
-/* Record st and the message of ctx (or this thread's, without one). */
-static void end(rsw_result *r, rs_status st, const rs_context *ctx) {
-  r->status = (int)st;
-  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
-  if (st != RS_OK)
-    snprintf(r->message, sizeof r->message, "%s",
-             ctx ? rs_context_last_error(ctx) : rs_last_error());
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void failf(rsw_result *r, rs_status st, const char *fmt, ...) {
+  set_status(r, st);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->message, sizeof r->message, fmt, ap);
+  va_end(ap);
 }
 
 static void fail(rsw_result *r, const char *what) {
-  r->status = RS_ERR_INVALID_ARGUMENT;
-  snprintf(r->name, sizeof r->name, "%s",
-           rs_status_name(RS_ERR_INVALID_ARGUMENT));
-  snprintf(r->message, sizeof r->message, "%s", what);
+  failf(r, RS_ERR_INVALID_ARGUMENT, "%s", what);
 }
+
+/* Record st and the message of ctx (or this thread's, without one); the
+ * layout's or plan's context with end_layout and end_plan (below). */
+static void end(rsw_result *r, rs_status st, const rs_context *ctx) {
+  if (st == RS_OK)
+    set_status(r, st);
+  else
+    failf(r, st, "%s", ctx ? rs_context_last_error(ctx) : rs_last_error());
+}
+
+/* A call that hands out an integer: fn(args..., &out) with OUT_T out = 0;
+ * its status and the message of handle h (END: end, end_layout, end_plan)
+ * go to r, out to r->value. */
+#define GET_VALUE(r, OUT_T, END, h, fn, ...)                                 \
+  do {                                                                       \
+    OUT_T out_ = 0;                                                          \
+    END(r, fn(__VA_ARGS__, &out_), h);                                       \
+    r->value = (int64_t)out_;                                                \
+  } while (0)
+
+/* A call that makes a handle: fn(args..., &out) with OUT_T *out = NULL;
+ * the status as GET_VALUE's, out to r->handle when the call succeeded. */
+#define MAKE_HANDLE(r, OUT_T, END, h, fn, ...)                               \
+  do {                                                                       \
+    OUT_T *out_ = NULL;                                                      \
+    rs_status st_ = fn(__VA_ARGS__, &out_);                                  \
+    END(r, st_, h);                                                          \
+    r->handle = st_ == RS_OK ? out_ : NULL;                                  \
+  } while (0)
 
 /* ---- integer vectors ------------------------------------------------------ */
 
@@ -95,11 +128,9 @@ static int *as_ints(rsw_result *r, const rsw_ints *v) {
   }
   for (int64_t i = 0; i < v->n; i++) {
     if (v->v[i] < -2147483647 - 1 || v->v[i] > 2147483647) {
-      snprintf(r->message, sizeof r->message,
-               "element %lld (%lld) does not fit an int", (long long)i,
-               (long long)v->v[i]);
-      r->status = RS_ERR_INVALID_ARGUMENT;
-      snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+      failf(r, RS_ERR_INVALID_ARGUMENT,
+            "element %lld (%lld) does not fit an int", (long long)i,
+            (long long)v->v[i]);
       free(out);
       return NULL;
     }
@@ -200,11 +231,9 @@ static unsigned char *element(rsw_result *r, const rsw_buffer *b, int dtype,
     return NULL;
   }
   if (index < 0 || index >= b->n / (int64_t)*size) {
-    snprintf(r->message, sizeof r->message,
-             "element %lld of a %s array of %lld elements", (long long)index,
-             rs_dtype_name((rs_dtype)dtype), (long long)(b->n / (int64_t)*size));
-    r->status = RS_ERR_INVALID_ARGUMENT;
-    snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+    failf(r, RS_ERR_INVALID_ARGUMENT,
+          "element %lld of a %s array of %lld elements", (long long)index,
+          rs_dtype_name((rs_dtype)dtype), (long long)(b->n / (int64_t)*size));
     return NULL;
   }
   return b->p + (size_t)index * *size;
@@ -297,23 +326,15 @@ int64_t rsw_dtype_size(int dtype) {
 
 /* ---- contexts ---------------------------------------------------------------- */
 
-/* The context is read through *c after the call that made it (an argument
- * `c` beside `create(..., &c)` may be evaluated before the call). */
-static void made(rsw_result *r, rs_status st, rs_context *const *c) {
-  end(r, st, NULL);
-  r->handle = st == RS_OK ? *c : NULL;
-}
-
 void rsw_context_create_local(rsw_result *r, int world_size) {
   begin(r);
-  rs_context *c = NULL;
-  made(r, rs_context_create_local(world_size, &c), &c);
+  MAKE_HANDLE(r, rs_context, end, NULL, rs_context_create_local, world_size);
 }
 
 void rsw_context_create_mpi(rsw_result *r, int64_t fortran_comm) {
   begin(r);
-  rs_context *c = NULL;
-  made(r, rs_context_create_mpi_fortran(fortran_comm, &c), &c);
+  MAKE_HANDLE(r, rs_context, end, NULL, rs_context_create_mpi_fortran,
+              fortran_comm);
 }
 
 void rsw_nccl_unique_id(rsw_result *r, rsw_buffer *id) {
@@ -332,25 +353,22 @@ void rsw_context_create_nccl_id(rsw_result *r, const rsw_buffer *id,
     fail(r, "no unique id");
     return;
   }
-  rs_context *c = NULL;
-  made(r,
-       rs_context_create_nccl_id(id->p, (size_t)id->n, rank, world_size,
-                                 device, &c),
-       &c);
+  MAKE_HANDLE(r, rs_context, end, NULL, rs_context_create_nccl_id, id->p,
+              (size_t)id->n, rank, world_size, device);
 }
 
 void rsw_context_create_nccl_comm(rsw_result *r, uint64_t comm) {
   begin(r);
-  rs_context *c = NULL;
-  made(r, rs_context_create_nccl_comm((void *)(uintptr_t)comm, &c), &c);
+  MAKE_HANDLE(r, rs_context, end, NULL, rs_context_create_nccl_comm,
+              (void *)(uintptr_t)comm);
 }
 
 void rsw_context_create_nccl_devices(rsw_result *r, const rsw_ints *devices) {
   begin(r);
   int *d = as_ints(r, devices);
   if (!d) return;
-  rs_context *c = NULL;
-  made(r, rs_context_create_nccl_devices(d, dims(devices), &c), &c);
+  MAKE_HANDLE(r, rs_context, end, NULL, rs_context_create_nccl_devices, d,
+              dims(devices));
   free(d);
 }
 
@@ -358,23 +376,17 @@ void rsw_context_destroy(rs_context *ctx) { rs_context_destroy(ctx); }
 
 void rsw_context_world_size(rsw_result *r, const rs_context *ctx) {
   begin(r);
-  int n = 0;
-  end(r, rs_context_world_size(ctx, &n), ctx);
-  r->value = n;
+  GET_VALUE(r, int, end, ctx, rs_context_world_size, ctx);
 }
 
 void rsw_context_rank(rsw_result *r, const rs_context *ctx) {
   begin(r);
-  int n = 0;
-  end(r, rs_context_rank(ctx, &n), ctx);
-  r->value = n;
+  GET_VALUE(r, int, end, ctx, rs_context_rank, ctx);
 }
 
 void rsw_context_transport(rsw_result *r, const rs_context *ctx) {
   begin(r);
-  rs_transport_kind k = RS_TRANSPORT_LOCAL;
-  end(r, rs_context_transport(ctx, &k), ctx);
-  r->value = k;
+  GET_VALUE(r, rs_transport_kind, end, ctx, rs_context_transport, ctx);
 }
 
 void rsw_context_set_domain(rsw_result *r, rs_context *ctx, int rank,
@@ -385,9 +397,7 @@ void rsw_context_set_domain(rsw_result *r, rs_context *ctx, int rank,
 
 void rsw_context_get_domain(rsw_result *r, const rs_context *ctx, int rank) {
   begin(r);
-  int d = 0;
-  end(r, rs_context_get_domain(ctx, rank, &d), ctx);
-  r->value = d;
+  GET_VALUE(r, int, end, ctx, rs_context_get_domain, ctx, rank);
 }
 
 void rsw_context_set_domain_size(rsw_result *r, rs_context *ctx, int size) {
@@ -403,9 +413,7 @@ void rsw_context_set_param(rsw_result *r, rs_context *ctx, int param,
 
 void rsw_context_get_param(rsw_result *r, const rs_context *ctx, int param) {
   begin(r);
-  int64_t v = 0;
-  end(r, rs_context_get_param(ctx, (rs_param)param, &v), ctx);
-  r->value = v;
+  GET_VALUE(r, int64_t, end, ctx, rs_context_get_param, ctx, (rs_param)param);
 }
 
 void rsw_context_abort(rs_context *ctx) { rs_context_abort(ctx); }
@@ -414,25 +422,22 @@ void rsw_context_abort(rs_context *ctx) { rs_context_abort(ctx); }
 
 /* Record st with the message of the layout's (or plan's) context. */
 static void end_layout(rsw_result *r, rs_status st, const rs_layout *l) {
-  r->status = (int)st;
-  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
-  if (st != RS_OK)
-    snprintf(r->message, sizeof r->message, "%s", rs_layout_last_error(l));
+  if (st == RS_OK)
+    set_status(r, st);
+  else
+    failf(r, st, "%s", rs_layout_last_error(l));
 }
 
 static void end_plan(rsw_result *r, rs_status st, const rs_plan *p) {
-  r->status = (int)st;
-  snprintf(r->name, sizeof r->name, "%s", rs_status_name(st));
-  if (st != RS_OK)
-    snprintf(r->message, sizeof r->message, "%s", rs_plan_last_error(p));
+  if (st == RS_OK)
+    set_status(r, st);
+  else
+    failf(r, st, "%s", rs_plan_last_error(p));
 }
 
 void rsw_layout_create(rsw_result *r, rs_context *ctx) {
   begin(r);
-  rs_layout *l = NULL;
-  rs_status st = rs_layout_create(ctx, &l);
-  end(r, st, ctx);
-  r->handle = st == RS_OK ? l : NULL;
+  MAKE_HANDLE(r, rs_layout, end, ctx, rs_layout_create, ctx);
 }
 
 void rsw_layout_destroy(rs_layout *layout) { rs_layout_destroy(layout); }
@@ -497,11 +502,9 @@ void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
     nranks *= e;
   }
   if (mesh_shape->n && nranks != mesh_ranks->n) {
-    snprintf(r->message, sizeof r->message,
-             "a mesh of %lld ranks needs %lld mesh ranks, %lld were given",
-             (long long)nranks, (long long)nranks, (long long)mesh_ranks->n);
-    r->status = RS_ERR_INVALID_ARGUMENT;
-    snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
+    failf(r, RS_ERR_INVALID_ARGUMENT,
+          "a mesh of %lld ranks needs %lld mesh ranks, %lld were given",
+          (long long)nranks, (long long)nranks, (long long)mesh_ranks->n);
     return;
   }
   int *ranks = as_ints(r, mesh_ranks);
@@ -548,16 +551,12 @@ void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
 
 void rsw_layout_num_tensors(rsw_result *r, const rs_layout *layout) {
   begin(r);
-  int n = 0;
-  end_layout(r, rs_layout_num_tensors(layout, &n), layout);
-  r->value = n;
+  GET_VALUE(r, int, end_layout, layout, rs_layout_num_tensors, layout);
 }
 
 void rsw_layout_num_shards(rsw_result *r, const rs_layout *layout) {
   begin(r);
-  int64_t n = 0;
-  end_layout(r, rs_layout_num_shards(layout, &n), layout);
-  r->value = n;
+  GET_VALUE(r, int64_t, end_layout, layout, rs_layout_num_shards, layout);
 }
 
 void rsw_layout_serialize(rsw_result *r, const rs_layout *layout) {
@@ -570,9 +569,7 @@ void rsw_layout_serialize(rsw_result *r, const rs_layout *layout) {
   rsw_buffer *b = rsw_buffer_new((int64_t)len);
   if (!b) {
     rs_free(bytes);
-    r->status = RS_ERR_NO_MEMORY;
-    snprintf(r->name, sizeof r->name, "%s", rs_status_name(r->status));
-    snprintf(r->message, sizeof r->message, "out of memory");
+    failf(r, RS_ERR_NO_MEMORY, "out of memory");
     return;
   }
   memcpy(b->p, bytes, len);
@@ -609,40 +606,30 @@ void rsw_layout_set_block_scales(rsw_result *r, rs_layout *layout,
 void rsw_plan_create(rsw_result *r, const rs_layout *src,
                      const rs_layout *dst) {
   begin(r);
-  rs_plan *p = NULL;
-  rs_status st = rs_plan_create(src, dst, &p);
-  end_layout(r, st, src);
-  r->handle = st == RS_OK ? p : NULL;
+  MAKE_HANDLE(r, rs_plan, end_layout, src, rs_plan_create, src, dst);
 }
 
 void rsw_plan_destroy(rs_plan *plan) { rs_plan_destroy(plan); }
 
 void rsw_plan_stat(rsw_result *r, const rs_plan *plan, int rank, int stat) {
   begin(r);
-  int64_t v = 0;
-  end_plan(r, rs_plan_stat(plan, rank, (rs_stat)stat, &v), plan);
-  r->value = v;
+  GET_VALUE(r, int64_t, end_plan, plan, rs_plan_stat, plan, rank,
+            (rs_stat)stat);
 }
 
 void rsw_plan_num_moves(rsw_result *r, const rs_plan *plan) {
   begin(r);
-  int64_t n = 0;
-  end_plan(r, rs_plan_num_moves(plan, &n), plan);
-  r->value = n;
+  GET_VALUE(r, int64_t, end_plan, plan, rs_plan_num_moves, plan);
 }
 
 void rsw_plan_num_tensors(rsw_result *r, const rs_plan *plan) {
   begin(r);
-  int n = 0;
-  end_plan(r, rs_plan_num_tensors(plan, &n), plan);
-  r->value = n;
+  GET_VALUE(r, int, end_plan, plan, rs_plan_num_tensors, plan);
 }
 
 void rsw_plan_fingerprint(rsw_result *r, const rs_plan *plan) {
   begin(r);
-  uint64_t f = 0;
-  end_plan(r, rs_plan_fingerprint(plan, &f), plan);
-  r->value = (int64_t)f;
+  GET_VALUE(r, uint64_t, end_plan, plan, rs_plan_fingerprint, plan);
 }
 
 char *rsw_plan_to_json(rsw_result *r, const rs_plan *plan) {
@@ -697,9 +684,7 @@ void rsw_plan_execute_async(rsw_result *r, rs_plan *plan, uint64_t queue) {
 
 void rsw_plan_test(rsw_result *r, rs_plan *plan) {
   begin(r);
-  int done = 0;
-  end_plan(r, rs_plan_test(plan, &done), plan);
-  r->value = done;
+  GET_VALUE(r, int, end_plan, plan, rs_plan_test, plan);
 }
 
 void rsw_plan_wait(rsw_result *r, rs_plan *plan) {

@@ -360,23 +360,22 @@ bool rt_mesh_axis_sharded(const rt_mesh *mesh, int a) {
 
 int rt_mesh_box(const rt_mesh *mesh, const rt_tensor *t,
                 const int coord[RT_MAX_AX], rt_box *out) {
-  out->ndim = t->ndim;
-  for (int d = 0; d < t->ndim; d++) {
-    out->off[d] = 0;
-    out->ext[d] = t->shape[d];
-  }
+  /* libreshard's own DTensor box (torch.chunk: chunk = ceil(size / n),
+   * trailing shards short or empty), the one rs_layout_add_dtensor uses. */
+  int64_t msize[RT_MAX_AX], mcoord[RT_MAX_AX];
   for (int a = 0; a < mesh->nax; a++) {
-    if (!rt_mesh_axis_sharded(mesh, a)) continue;
-    int d = mesh->place[a];
-    /* torch.chunk: chunk = ceil(size / n); trailing shards short or empty */
-    int64_t size = out->ext[d], n = mesh->size[a];
-    int64_t chunk = (size + n - 1) / n;
-    int64_t lo = chunk * coord[a];
-    int64_t hi = lo + chunk < size ? lo + chunk : size;
-    if (hi <= lo) return 0;
-    out->off[d] += lo;
-    out->ext[d] = hi - lo;
+    msize[a] = mesh->size[a];
+    mcoord[a] = coord[a];
   }
+  out->ndim = t->ndim;
+  if (rs_dtensor_local_box(t->ndim, t->shape, mesh->nax, msize, mesh->place,
+                           mcoord, out->off, out->ext) != RS_OK) {
+    /* the meshes and models are checked when built: a bug if it happens */
+    fprintf(stderr, "reshard: box of %s: %s\n", t->name, rs_last_error());
+    abort();
+  }
+  for (int d = 0; d < t->ndim; d++)
+    if (out->ext[d] == 0) return 0;
   return 1;
 }
 
