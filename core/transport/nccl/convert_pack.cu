@@ -5,8 +5,7 @@
  * folds the amax of split blocks into their keys. Plain copies are
  * pack.cu's and pay nothing for these.
  *
- * Teams take runs of items or jobs as in pack.cu (a warp each when there
- * are enough to fill the GPU, else a block). A unit is loaded as one
+ * Teams walk items and jobs as team.cuh says. A unit is loaded as one
  * vector of up to 16 bytes, converted in registers by convert_pieces.h's
  * functions (dtypes and unit sizes are template constants, so their
  * branches fold), and stored as one vector. A block job reduces its
@@ -20,23 +19,15 @@
 #include <stdint.h>
 
 #include "convert_pieces.h"
+#include "team.cuh"
 
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
-constexpr int kBlocksPerSm = 8;
-constexpr int kWarpsPerSm = 16;
 
 constexpr int kF32 = RS_DTYPE_F32, kBf16 = RS_DTYPE_BF16,
               kF16 = RS_DTYPE_F16;
 
 __host__ __device__ constexpr int size_of(int dtype) {
   return dtype == kF32 ? 4 : 2;
-}
-
-template <int kTeam> __device__ __forceinline__ uint32_t team_rank() {
-  return threadIdx.x % kTeam;
 }
 
 /* kBytes at a kBytes-aligned address, as convert_pieces.h's words. */
@@ -89,162 +80,82 @@ template <int kDtype, int kV> struct Units {
   }
 };
 
-/* Items [begin, end) of `total` for this team: consecutive runs. */
-template <int kTeam>
-__device__ __forceinline__ void team_share(int64_t total, int64_t *begin,
-                                           int64_t *end) {
-  constexpr int kTeams = kThreads / kTeam;
-  int64_t teams = (int64_t)gridDim.x * kTeams;
-  int64_t team = (int64_t)blockIdx.x * kTeams + threadIdx.x / kTeam;
-  int64_t per = total / teams, extra = total % teams;
-  *begin = team * per + (team < extra ? team : extra);
-  *end = *begin + per + (team < extra ? 1 : 0);
-}
+/* A unit in registers, as convert_pieces.h's words. */
+struct Words {
+  uint32_t w[4];
+};
 
 /* ---- casts ------------------------------------------------------------ */
 
 template <int kSrc, int kDst, int kV> struct Cast {
-  static __device__ __forceinline__ void load(uint32_t *w, uint64_t src) {
-    Units<kSrc, kV>::load(w, src);
+  using Value = Words;
+  __device__ __forceinline__ void load(Words &v, uint64_t src) {
+    Units<kSrc, kV>::load(v.w, src);
   }
-  static __device__ __forceinline__ void store(uint64_t dst,
-                                               const uint32_t *w) {
+  __device__ __forceinline__ void put(uint64_t dst, const Words &v) {
     uint32_t out[4];
-    rsi_cast_unit(kSrc, kDst, kV, w, out);
+    rsi_cast_unit(kSrc, kDst, kV, v.w, out);
     Vec<size_of(kDst) * kV>::store(dst * size_of(kDst), out);
   }
 };
-
-/* A straight item: walks with no division, kUnroll loads in flight. */
-template <class C, int kTeam>
-__device__ __forceinline__ void cast_straight(const rsi_item *it) {
-  uint32_t k = team_rank<kTeam>();
-  if (k >= it->units) return;
-  rsi_walk w;
-  rsi_walk_init(it, kTeam, &w);
-  uint32_t col;
-  uint64_t dst, src;
-  rsi_walk_start(it, k, &col, &dst, &src);
-#pragma unroll 1
-  while (k < it->units) {
-    uint32_t v[kUnroll][4];
-    uint64_t to[kUnroll];
-#pragma unroll
-    for (int j = 0; j < kUnroll; j++) {
-      if (k + (uint32_t)(j * kTeam) < it->units) {
-        C::load(v[j], src);
-        to[j] = dst;
-        rsi_walk_next(it, &w, &col, &dst, &src);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kUnroll; j++)
-      if (k + (uint32_t)(j * kTeam) < it->units) C::store(to[j], v[j]);
-    k += kTeam * kUnroll;
-  }
-}
-
-template <class C, int kTeam>
-__device__ __forceinline__ void cast_item(const rsi_piece *p, int64_t item) {
-  rsi_item it;
-  rsi_piece_item(p, item, &it);
-  if (it.straight_rows == it.rows) {
-    cast_straight<C, kTeam>(&it);
-  } else if (rsi_item_by_segments(p, &it, kTeam)) {
-#pragma unroll 1
-    for (uint32_t from = 0; from < it.rows;) {
-      rsi_item seg;
-      rsi_item_segment(p, &it, from, &seg);
-      cast_straight<C, kTeam>(&seg);
-      from += seg.rows;
-    }
-  } else {
-#pragma unroll 1
-    for (uint32_t k = team_rank<kTeam>();; k += kTeam) {
-      uint64_t dst, src;
-      if (!rsi_item_unit(p, &it, k, &dst, &src)) break;
-      uint32_t v[4];
-      C::load(v, src);
-      C::store(dst, v);
-    }
-  }
-}
 
 /* The unit sizes a pair is built for: its largest, and 1. */
 template <int kSrc, int kDst, int kTeam>
 __device__ __forceinline__ void cast_pair(const rsi_piece *p, int64_t item) {
   constexpr int kMax = 16 / (size_of(kSrc) > size_of(kDst) ? size_of(kSrc)
                                                            : size_of(kDst));
-  if (p->unit == kMax)
-    cast_item<Cast<kSrc, kDst, kMax>, kTeam>(p, item);
-  else
-    cast_item<Cast<kSrc, kDst, 1>, kTeam>(p, item);
+  if (p->unit == kMax) {
+    Cast<kSrc, kDst, kMax> u;
+    team_item<kTeam>(p, item, u);
+  } else {
+    Cast<kSrc, kDst, 1> u;
+    team_item<kTeam>(p, item, u);
+  }
+}
+
+template <int kTeam>
+__device__ __forceinline__ void cast_at(const rsi_piece *p, int64_t i) {
+  switch (p->cast) {
+    case RSI_CAST_CODE(kF32, kBf16): cast_pair<kF32, kBf16, kTeam>(p, i); break;
+    case RSI_CAST_CODE(kF32, kF16): cast_pair<kF32, kF16, kTeam>(p, i); break;
+    case RSI_CAST_CODE(kBf16, kF32): cast_pair<kBf16, kF32, kTeam>(p, i); break;
+    case RSI_CAST_CODE(kF16, kF32): cast_pair<kF16, kF32, kTeam>(p, i); break;
+    case RSI_CAST_CODE(kBf16, kF16): cast_pair<kBf16, kF16, kTeam>(p, i); break;
+    default: /* the builder makes no other pair */
+      cast_pair<kF16, kBf16, kTeam>(p, i);
+      break;
+  }
 }
 
 template <int kTeam>
 __global__ void __launch_bounds__(kThreads)
     rsi_cast_kernel(const rsi_piece *__restrict__ table, int64_t npieces,
                     int64_t items) {
-  int64_t begin, end;
-  team_share<kTeam>(items, &begin, &end);
-  if (begin >= end) return;
-  int64_t at = rsi_piece_find(table, npieces, begin);
-  int64_t next_first = table[at].first_item + table[at].items;
-#pragma unroll 1
-  for (int64_t i = begin; i < end; i++) {
-    if (i == next_first) {
-      at++;
-      next_first += table[at].items;
-    }
-    const rsi_piece *p = table + at;
-    switch (p->cast) {
-      case RSI_CAST_CODE(kF32, kBf16):
-        cast_pair<kF32, kBf16, kTeam>(p, i);
-        break;
-      case RSI_CAST_CODE(kF32, kF16):
-        cast_pair<kF32, kF16, kTeam>(p, i);
-        break;
-      case RSI_CAST_CODE(kBf16, kF32):
-        cast_pair<kBf16, kF32, kTeam>(p, i);
-        break;
-      case RSI_CAST_CODE(kF16, kF32):
-        cast_pair<kF16, kF32, kTeam>(p, i);
-        break;
-      case RSI_CAST_CODE(kBf16, kF16):
-        cast_pair<kBf16, kF16, kTeam>(p, i);
-        break;
-      default: /* the builder makes no other pair */
-        cast_pair<kF16, kBf16, kTeam>(p, i);
-        break;
-    }
-  }
+  team_run<kTeam>(table, npieces, items, &rsi_piece::first_item,
+                  &rsi_piece::items,
+                  [](const rsi_piece *p, int64_t i) { cast_at<kTeam>(p, i); });
 }
 
 /* ---- block-scaled e4m3 -------------------------------------------------- */
 
+/* Folds the units' magnitudes into key. */
+template <int kSrc, int kV> struct Amax {
+  using Value = Words;
+  uint32_t key = 0;
+  __device__ __forceinline__ void load(Words &v, uint64_t src) {
+    Units<kSrc, kV>::load(v.w, src);
+  }
+  __device__ __forceinline__ void put(uint64_t, const Words &v) {
+    key = rsi_amax_unit(kSrc, kV, v.w, key);
+  }
+};
+
 /* A thread's share of the amax of the values in r. */
 template <int kSrc, int kV, int kTeam>
 __device__ __forceinline__ uint32_t thread_amax(const rsi_rect *r) {
-  uint32_t key = 0, k = team_rank<kTeam>();
-  if (k >= r->units) return 0;
-  rsi_rect_walk w;
-  rsi_rect_start(r, k, kTeam, &w);
-#pragma unroll 1
-  while (k < r->units) {
-    uint32_t v[kUnroll][4];
-#pragma unroll
-    for (int j = 0; j < kUnroll; j++)
-      if (k + (uint32_t)(j * kTeam) < r->units) {
-        Units<kSrc, kV>::load(v[j], w.src);
-        rsi_rect_next(r, &w);
-      }
-#pragma unroll
-    for (int j = 0; j < kUnroll; j++)
-      if (k + (uint32_t)(j * kTeam) < r->units)
-        key = rsi_amax_unit(kSrc, kV, v[j], key);
-    k += kTeam * kUnroll;
-  }
-  return key;
+  Amax<kSrc, kV> a;
+  team_rect<kTeam>(r, a);
+  return a.key;
 }
 
 __device__ __forceinline__ uint32_t warp_max(uint32_t v) {
@@ -273,34 +184,19 @@ template <int kTeam> __device__ __forceinline__ uint32_t team_max(uint32_t v) {
   }
 }
 
-template <int kSrc, int kV, int kTeam>
-__device__ __forceinline__ void quantize_rect(const rsi_rect *r,
-                                              const rsi_qscale *q) {
-  uint32_t k = team_rank<kTeam>();
-  if (k >= r->units) return;
-  rsi_rect_walk w;
-  rsi_rect_start(r, k, kTeam, &w);
-#pragma unroll 1
-  while (k < r->units) {
-    uint32_t v[kUnroll][4];
-    uint64_t to[kUnroll];
-#pragma unroll
-    for (int j = 0; j < kUnroll; j++)
-      if (k + (uint32_t)(j * kTeam) < r->units) {
-        Units<kSrc, kV>::load(v[j], w.src);
-        to[j] = w.dst;
-        rsi_rect_next(r, &w);
-      }
-#pragma unroll
-    for (int j = 0; j < kUnroll; j++)
-      if (k + (uint32_t)(j * kTeam) < r->units) {
-        uint32_t out[4];
-        rsi_quant_unit(kSrc, kV, v[j], q, out);
-        Vec<kV>::store(to[j], out);
-      }
-    k += kTeam * kUnroll;
+/* Values divided by the block's scale, as e4m3 bytes. */
+template <int kSrc, int kV> struct Quantize {
+  using Value = Words;
+  const rsi_qscale *q;
+  __device__ __forceinline__ void load(Words &v, uint64_t src) {
+    Units<kSrc, kV>::load(v.w, src);
   }
-}
+  __device__ __forceinline__ void put(uint64_t dst, const Words &v) {
+    uint32_t out[4];
+    rsi_quant_unit(kSrc, kV, v.w, q, out);
+    Vec<kV>::store(dst, out);
+  }
+};
 
 /* One job of the main pass: everything in it is the same across the team,
  * so every thread takes the same branches. */
@@ -324,11 +220,11 @@ __device__ __forceinline__ void block_job(const rsi_bpiece *p, int64_t job,
     if (p->scales && team_rank<kTeam>() == 0)
       *reinterpret_cast<float *>(j.scale_dst * 4) = scale;
     rsi_qscale q = rsi_qscale_of(scale);
+    Quantize<kSrc, kV> u{&q};
 #pragma unroll 1
     for (int part = 0; part < 3; part++) {
       rsi_rect r;
-      if (rsi_bjob_part(p, &j, part, &r))
-        quantize_rect<kSrc, kV, kTeam>(&r, &q);
+      if (rsi_bjob_part(p, &j, part, &r)) team_rect<kTeam>(&r, u);
     }
   } else if (team_rank<kTeam>() == 0) {
     *reinterpret_cast<float *>(j.dst_l * 4) = scale;
@@ -346,27 +242,23 @@ __device__ __forceinline__ void block_src(const rsi_bpiece *p, int64_t job,
 }
 
 template <int kTeam>
+__device__ __forceinline__ void block_at(const rsi_bpiece *p, int64_t i,
+                                         const uint32_t *keys) {
+  switch (p->src_dtype) {
+    case kF32: block_src<kF32, kTeam>(p, i, keys); break;
+    case kBf16: block_src<kBf16, kTeam>(p, i, keys); break;
+    default: block_src<kF16, kTeam>(p, i, keys); break;
+  }
+}
+
+template <int kTeam>
 __global__ void __launch_bounds__(kThreads)
     rsi_blocks_kernel(const rsi_bpiece *__restrict__ table, int64_t npieces,
                       int64_t jobs, const uint32_t *keys) {
-  int64_t begin, end;
-  team_share<kTeam>(jobs, &begin, &end);
-  if (begin >= end) return;
-  int64_t at = rsi_bpiece_find(table, npieces, begin);
-  int64_t next_first = table[at].first_job + table[at].jobs;
-#pragma unroll 1
-  for (int64_t i = begin; i < end; i++) {
-    if (i == next_first) {
-      at++;
-      next_first += table[at].jobs;
-    }
-    const rsi_bpiece *p = table + at;
-    switch (p->src_dtype) {
-      case kF32: block_src<kF32, kTeam>(p, i, keys); break;
-      case kBf16: block_src<kBf16, kTeam>(p, i, keys); break;
-      default: block_src<kF16, kTeam>(p, i, keys); break;
-    }
-  }
+  team_run<kTeam>(table, npieces, jobs, &rsi_bpiece::first_job,
+                  &rsi_bpiece::jobs, [=](const rsi_bpiece *p, int64_t i) {
+                    block_at<kTeam>(p, i, keys);
+                  });
 }
 
 /* The first pass: each chunk of a split block folds its amax into the
@@ -393,38 +285,22 @@ __device__ __forceinline__ void split_src(const rsi_bpiece *p, int64_t job,
     split_job<kSrc, 1>(p, job, keys);
 }
 
-__global__ void __launch_bounds__(kThreads)
-    rsi_split_kernel(const rsi_bpiece *__restrict__ table, int64_t npieces,
-                     int64_t jobs, uint32_t *keys) {
-  int64_t begin, end;
-  team_share<kThreads>(jobs, &begin, &end);
-  if (begin >= end) return;
-  int64_t at = rsi_bpiece_find(table, npieces, begin);
-  int64_t next_first = table[at].first_job + table[at].jobs;
-#pragma unroll 1
-  for (int64_t i = begin; i < end; i++) {
-    if (i == next_first) {
-      at++;
-      next_first += table[at].jobs;
-    }
-    const rsi_bpiece *p = table + at;
-    switch (p->src_dtype) {
-      case kF32: split_src<kF32>(p, i, keys); break;
-      case kBf16: split_src<kBf16>(p, i, keys); break;
-      default: split_src<kF16>(p, i, keys); break;
-    }
+__device__ __forceinline__ void split_at(const rsi_bpiece *p, int64_t i,
+                                         uint32_t *keys) {
+  switch (p->src_dtype) {
+    case kF32: split_src<kF32>(p, i, keys); break;
+    case kBf16: split_src<kBf16>(p, i, keys); break;
+    default: split_src<kF16>(p, i, keys); break;
   }
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-          cudaSuccess) {
-    (void)cudaGetLastError(); /* ours: fall back to an H100's count */
-    sms = 132;
-  }
-  return sms;
+__global__ void __launch_bounds__(kThreads)
+    rsi_split_kernel(const rsi_bpiece *__restrict__ table, int64_t npieces,
+                     int64_t jobs, uint32_t *keys) {
+  team_run<kThreads>(table, npieces, jobs, &rsi_bpiece::first_job,
+                     &rsi_bpiece::jobs, [=](const rsi_bpiece *p, int64_t i) {
+                       split_at(p, i, keys);
+                     });
 }
 
 } // namespace
@@ -433,20 +309,9 @@ extern "C" int rsi_cuda_cast_launch(const rsi_piece *table_dev,
                                     int64_t npieces, int64_t items,
                                     void *stream) {
   if (items <= 0 || npieces <= 0) return (int)cudaSuccess;
-  int sms = sm_count();
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
-  int64_t cap = (int64_t)sms * kBlocksPerSm;
-  if (items >= (int64_t)sms * kWarpsPerSm) {
-    int64_t want = (items + kThreads / 32 - 1) / (kThreads / 32);
-    unsigned blocks = (unsigned)(want < cap ? want : cap);
-    rsi_cast_kernel<32><<<blocks, kThreads, 0, st>>>(table_dev, npieces,
-                                                     items);
-  } else {
-    unsigned blocks = (unsigned)(items < cap ? items : cap);
-    rsi_cast_kernel<kThreads><<<blocks, kThreads, 0, st>>>(table_dev,
-                                                           npieces, items);
-  }
-  return (int)cudaGetLastError();
+  return (int)launch_teams(items, static_cast<cudaStream_t>(stream),
+                           rsi_cast_kernel<32>, rsi_cast_kernel<kThreads>,
+                           table_dev, npieces, items);
 }
 
 extern "C" int rsi_cuda_blocks_launch(const rsi_bpiece *table_dev,
@@ -454,25 +319,16 @@ extern "C" int rsi_cuda_blocks_launch(const rsi_bpiece *table_dev,
                                       int64_t nsplit, int64_t split_jobs,
                                       uint32_t *keys_dev, void *stream) {
   if (jobs <= 0 || npieces <= 0) return (int)cudaSuccess;
-  int sms = sm_count();
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  int64_t cap = (int64_t)sms * kBlocksPerSm;
   if (split_jobs > 0 && nsplit > 0) {
+    int64_t cap = (int64_t)sm_count() * kBlocksPerSm;
     unsigned blocks = (unsigned)(split_jobs < cap ? split_jobs : cap);
     rsi_split_kernel<<<blocks, kThreads, 0, st>>>(table_dev, nsplit,
                                                   split_jobs, keys_dev);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return (int)e;
   }
-  if (jobs >= (int64_t)sms * kWarpsPerSm) {
-    int64_t want = (jobs + kThreads / 32 - 1) / (kThreads / 32);
-    unsigned blocks = (unsigned)(want < cap ? want : cap);
-    rsi_blocks_kernel<32><<<blocks, kThreads, 0, st>>>(table_dev, npieces,
-                                                       jobs, keys_dev);
-  } else {
-    unsigned blocks = (unsigned)(jobs < cap ? jobs : cap);
-    rsi_blocks_kernel<kThreads><<<blocks, kThreads, 0, st>>>(
-        table_dev, npieces, jobs, keys_dev);
-  }
-  return (int)cudaGetLastError();
+  return (int)launch_teams(jobs, st, rsi_blocks_kernel<32>,
+                           rsi_blocks_kernel<kThreads>, table_dev, npieces,
+                           jobs, keys_dev);
 }

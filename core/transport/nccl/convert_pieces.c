@@ -443,7 +443,8 @@ static void store(uint64_t index, const uint32_t *w, int size, int n) {
   memcpy((void *)(uintptr_t)(index * (uint64_t)size), w, (size_t)(size * n));
 }
 
-static void cast_unit(const rsi_piece *p, uint64_t dst, uint64_t src) {
+static void cast_unit(const void *piece, uint64_t dst, uint64_t src) {
+  const rsi_piece *p = piece;
   int sdt = RSI_CAST_SRC(p->cast), ddt = RSI_CAST_DST(p->cast);
   uint32_t in[4], out[4];
   load(in, src, rsi_conv_size(sdt), p->unit);
@@ -451,53 +452,50 @@ static void cast_unit(const rsi_piece *p, uint64_t dst, uint64_t src) {
   store(dst, out, rsi_conv_size(ddt), p->unit);
 }
 
-/* One thread's share of a block's amax: units thread, thread + threads... */
-static uint32_t thread_amax(const rsi_bpiece *p, const rsi_rect *r,
-                            uint32_t thread, uint32_t threads) {
-  uint32_t key = 0, in[4];
-  if (thread >= r->units) return 0;
-  rsi_rect_walk w;
-  rsi_rect_start(r, thread, threads, &w);
-  for (uint32_t k = thread; k < r->units; k += threads) {
-    load(in, w.src, rsi_conv_size(p->src_dtype), p->unit);
-    key = rsi_amax_unit(p->src_dtype, p->unit, in, key);
-    rsi_rect_next(r, &w);
-  }
-  return key;
+/* A block's amax: the max over every thread's units, as the kernels'
+ * shuffles make it. */
+typedef struct amax_ctx {
+  const rsi_bpiece *p;
+  uint32_t *key;
+} amax_ctx;
+
+static void amax_unit(const void *ctx, uint64_t dst, uint64_t src) {
+  const amax_ctx *a = ctx;
+  uint32_t in[4];
+  load(in, src, rsi_conv_size(a->p->src_dtype), a->p->unit);
+  *a->key = rsi_amax_unit(a->p->src_dtype, a->p->unit, in, *a->key);
 }
 
-/* The team's amax of the job's chunk: every thread's share, then the max
- * (the kernel's shuffles). */
+/* The team's amax of the job's chunk. */
 static uint32_t team_amax(const rsi_bpiece *p, const rsi_bjob *j,
                           uint32_t threads) {
   rsi_rect r;
   rsi_bjob_values(p, j, &r);
   uint32_t key = 0;
-  for (uint32_t t = 0; t < threads && r.units; t++) {
-    uint32_t k = thread_amax(p, &r, t, threads);
-    key = k > key ? k : key;
-  }
+  rsi_rect_walk_host(&r, threads, amax_unit, &(amax_ctx){p, &key});
   return key;
+}
+
+typedef struct quant_ctx {
+  const rsi_bpiece *p;
+  const rsi_qscale *q;
+} quant_ctx;
+
+static void quant_unit(const void *ctx, uint64_t dst, uint64_t src) {
+  const quant_ctx *c = ctx;
+  uint32_t in[4], out[4];
+  load(in, src, rsi_conv_size(c->p->src_dtype), c->p->unit);
+  rsi_quant_unit(c->p->src_dtype, c->p->unit, in, c->q, out);
+  store(dst, out, 1, c->p->unit);
 }
 
 static void quantize(const rsi_bpiece *p, const rsi_bjob *j, float scale,
                      uint32_t threads) {
   rsi_qscale q = rsi_qscale_of(scale);
-  int size = rsi_conv_size(p->src_dtype);
   for (int part = 0; part < 3; part++) {
     rsi_rect r;
-    if (!rsi_bjob_part(p, j, part, &r)) continue;
-    for (uint32_t t = 0; t < threads && t < r.units; t++) {
-      rsi_rect_walk w;
-      rsi_rect_start(&r, t, threads, &w);
-      for (uint32_t k = t; k < r.units; k += threads) {
-        uint32_t in[4], out[4];
-        load(in, w.src, size, p->unit);
-        rsi_quant_unit(p->src_dtype, p->unit, in, &q, out);
-        store(w.dst, out, 1, p->unit);
-        rsi_rect_next(&r, &w);
-      }
-    }
+    if (rsi_bjob_part(p, j, part, &r))
+      rsi_rect_walk_host(&r, threads, quant_unit, &(quant_ctx){p, &q});
   }
 }
 

@@ -270,56 +270,6 @@ static RSI_HD_INLINE void rsi_quant_unit(int src_dtype, int n,
   }
 }
 
-/* ---- rectangles: units of rows, walked by a team ----------------------- */
-
-/* rows x cols units; unit (r, c) of a side is at base + r * row + c *
- * unit (elements, mod 2^64). */
-typedef struct rsi_rect {
-  uint64_t dst, src;
-  int64_t dst_row, src_row, dst_unit, src_unit;
-  uint32_t rows, cols, units;
-} rsi_rect;
-
-/* A thread's walk through a rect by `stride` units with no division a
- * unit (pieces.h's rsi_walk, with a unit step per side). */
-typedef struct rsi_rect_walk {
-  uint64_t dst, src;
-  uint64_t dst_adv, src_adv, dst_wrap, src_wrap;
-  uint32_t col, col_adv;
-} rsi_rect_walk;
-
-/* Unit k (< units) of r, walking on by `stride` units. */
-static inline RSI_HD void rsi_rect_start(const rsi_rect *r, uint32_t k,
-                                         uint32_t stride, rsi_rect_walk *w) {
-  uint32_t row = k / r->cols, col = k - row * r->cols;
-  uint32_t srow = stride / r->cols, scol = stride - srow * r->cols;
-  w->col = col;
-  w->col_adv = scol;
-  w->dst = r->dst + (uint64_t)row * (uint64_t)r->dst_row +
-           (uint64_t)col * (uint64_t)r->dst_unit;
-  w->src = r->src + (uint64_t)row * (uint64_t)r->src_row +
-           (uint64_t)col * (uint64_t)r->src_unit;
-  w->dst_adv = (uint64_t)srow * (uint64_t)r->dst_row +
-               (uint64_t)scol * (uint64_t)r->dst_unit;
-  w->src_adv = (uint64_t)srow * (uint64_t)r->src_row +
-               (uint64_t)scol * (uint64_t)r->src_unit;
-  w->dst_wrap =
-      (uint64_t)r->dst_row - (uint64_t)r->cols * (uint64_t)r->dst_unit;
-  w->src_wrap =
-      (uint64_t)r->src_row - (uint64_t)r->cols * (uint64_t)r->src_unit;
-}
-
-static inline RSI_HD void rsi_rect_next(const rsi_rect *r, rsi_rect_walk *w) {
-  w->dst += w->dst_adv;
-  w->src += w->src_adv;
-  w->col += w->col_adv;
-  if (w->col >= r->cols) {
-    w->col -= r->cols;
-    w->dst += w->dst_wrap;
-    w->src += w->src_wrap;
-  }
-}
-
 /* ---- block jobs ------------------------------------------------------ */
 
 /* A job as rsi_bjob_at finds it: the block, and the chunk of it. */
@@ -338,16 +288,7 @@ typedef struct rsi_bjob {
 /* The piece of t[0..n) that holds job (0 <= job < total jobs). */
 static inline RSI_HD int64_t rsi_bpiece_find(const rsi_bpiece *t, int64_t n,
                                              int64_t job) {
-  int64_t lo = 0, hi = n - 1;
-  RSI_NO_UNROLL
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo + 1) / 2;
-    if (t[mid].first_job <= job)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
+  return rsi_table_find(&t->first_job, sizeof *t, n, job);
 }
 
 /* Where a QUANTIZE piece with scales folded in puts the scale of block
@@ -357,13 +298,7 @@ static inline RSI_HD uint64_t rsi_bpiece_scale_at(const rsi_bpiece *p,
                                                   int64_t gbc) {
   uint64_t d = p->sdst + (uint64_t)((gbr - p->br0) * p->sdst_r +
                                     (gbc - p->bc0) * p->sdst_c);
-  RSI_NO_UNROLL
-  for (int dim = p->snlead - 1; dim >= 0; dim--) {
-    uint64_t q = rsi_piece_udiv(lead, (uint64_t)p->slead_ext[dim]);
-    d += (lead - q * (uint64_t)p->slead_ext[dim]) *
-         (uint64_t)p->slead_dst[dim];
-    lead = q;
-  }
+  rsi_box_at(p->snlead, p->slead_ext, p->slead_dst, NULL, lead, &d, NULL);
   return d;
 }
 
@@ -402,21 +337,10 @@ static inline RSI_HD void rsi_bjob_at(const rsi_bpiece *p, int64_t job,
     j->scale_dst = 0;
     dst_off = r * p->dst_r + c * p->dst_c;
   }
-  uint64_t d = p->dst + (uint64_t)dst_off, s = p->src, rest = lead;
-  RSI_NO_UNROLL
-  for (int dim = p->nlead - 1; dim > 0; dim--) {
-    uint64_t q = rsi_piece_udiv(rest, (uint64_t)p->lead_ext[dim]);
-    uint64_t i = rest - q * (uint64_t)p->lead_ext[dim];
-    d += i * (uint64_t)p->lead_dst[dim];
-    s += i * (uint64_t)p->lead_src[dim];
-    rest = q;
-  }
-  if (p->nlead > 0) {
-    d += rest * (uint64_t)p->lead_dst[0];
-    s += rest * (uint64_t)p->lead_src[0];
-  }
-  j->dst_l = d;
-  j->src_l = s;
+  j->dst_l = p->dst + (uint64_t)dst_off;
+  j->src_l = p->src;
+  rsi_box_at(p->nlead, p->lead_ext, p->lead_dst, p->lead_src, lead, &j->dst_l,
+             &j->src_l);
   j->chunk = (int64_t)ch;
   j->key = p->key0 + (int64_t)blk;
   int64_t nr = p->rows - gbr * p->b0, nc = p->cols - gbc * p->b1;

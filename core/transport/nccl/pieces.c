@@ -187,21 +187,25 @@ void rsi_pieces_free(rsi_pieces *p) {
   }
 }
 
+void rsi_rect_walk_host(const rsi_rect *r, uint32_t threads, rsi_unit_fn unit,
+                        const void *ctx) {
+  for (uint32_t thread = 0; thread < threads && thread < r->units;
+       thread++) {
+    rsi_walk w;
+    rsi_walk_start(r, thread, threads, &w);
+    for (uint32_t k = thread; k < r->units; k += threads) {
+      unit(ctx, w.dst, w.src);
+      rsi_walk_next(r, &w);
+    }
+  }
+}
+
 /* `stride` threads walk a straight item. */
 static void run_straight(const rsi_piece *p, const rsi_item *it,
                          uint32_t stride, rsi_unit_fn unit) {
-  rsi_walk w;
-  rsi_walk_init(it, stride, &w);
-  for (uint32_t thread = 0; thread < stride && thread < it->units;
-       thread++) {
-    uint32_t col;
-    uint64_t dst, src;
-    rsi_walk_start(it, thread, &col, &dst, &src);
-    for (uint32_t k = thread; k < it->units; k += stride) {
-      unit(p, dst, src);
-      rsi_walk_next(it, &w, &col, &dst, &src);
-    }
-  }
+  rsi_rect r;
+  rsi_item_rect(it, &r);
+  rsi_rect_walk_host(&r, stride, unit, p);
 }
 
 /* As the kernel does it: a straight item by walks; another by straight
@@ -233,7 +237,8 @@ void rsi_pieces_walk_host(const rsi_piece *t, int64_t n, int64_t items,
   }
 }
 
-static void copy_unit(const rsi_piece *p, uint64_t dst, uint64_t src) {
+static void copy_unit(const void *piece, uint64_t dst, uint64_t src) {
+  const rsi_piece *p = piece;
   memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
          (size_t)p->unit);
 }

@@ -16,10 +16,11 @@
  * items of at most RSI_PIECE_ITEM_UNITS units: a chunk of one long row, or
  * several whole short rows. A team of threads (a warp or a block on the
  * GPU, threads_per_item in the emulation) copies an item: rows that follow
- * one another by one stride are walked with no division per unit
- * (rsi_walk_*); an item whose rows cross the end of the innermost outer
- * dim is split into such straight segments, or, where those would be too
- * short, copied unit by unit (rsi_item_unit).
+ * one another by one stride are a rect, walked with no division per unit
+ * (rsi_walk_*, which the block jobs of convert_pieces.h walk too); an item
+ * whose rows cross the end of the innermost outer dim is split into such
+ * straight segments, or, where those would be too short, copied unit by
+ * unit (rsi_item_unit).
  *
  * Conversions (rsi_copy ops other than PLAIN) reuse these pieces in
  * element space or have block pieces of their own: convert_pieces.h.
@@ -30,6 +31,7 @@
 #define RS_CORE_TRANSPORT_NCCL_PIECES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "copy/engine.h"
@@ -82,6 +84,14 @@ typedef struct rsi_item {
   uint32_t unit;
 } rsi_item;
 
+/* rows x cols units; unit (r, c) of a side is at base + r * row + c *
+ * unit (mod 2^64), in bytes, or in elements for conversions. */
+typedef struct rsi_rect {
+  uint64_t dst, src;
+  int64_t dst_row, src_row, dst_unit, src_unit;
+  uint32_t rows, cols, units;
+} rsi_rect;
+
 /* A reusable table: v[0..n) with room for cap; items in all. conv: the
  * batch's conversions (convert_pieces.h), made by rsi_convert_build;
  * NULL until a batch had one; freed with the table. */
@@ -122,10 +132,15 @@ void rsi_pieces_free(rsi_pieces *p);
  * copied with memcpy. The addresses are host pointers. */
 void rsi_pieces_run_host(const rsi_piece *t, int64_t n, int64_t items,
                          int threads_per_item);
-/* The same walk, each unit handed to `unit` (its piece and addresses). */
-typedef void (*rsi_unit_fn)(const rsi_piece *p, uint64_t dst, uint64_t src);
+/* What the emulation does to a unit at (dst, src). */
+typedef void (*rsi_unit_fn)(const void *ctx, uint64_t dst, uint64_t src);
+/* The same walk, each unit handed to `unit` with its piece as ctx. */
 void rsi_pieces_walk_host(const rsi_piece *t, int64_t n, int64_t items,
                           int threads_per_item, rsi_unit_fn unit);
+/* `threads` threads walk r as a team of the kernels does, each unit
+ * handed to `unit` with ctx. */
+void rsi_rect_walk_host(const rsi_rect *r, uint32_t threads, rsi_unit_fn unit,
+                        const void *ctx);
 
 /* pack.cu: enqueue on `stream` (a cudaStream_t) the one kernel that copies
  * every item of the table table_dev[0..npieces) (device memory; device
@@ -138,19 +153,29 @@ int rsi_cuda_copy_launch(const rsi_piece *table_dev, int64_t npieces,
 }
 #endif
 
-/* The piece of t[0..n) that holds `item` (0 <= item < total items). */
-static inline RSI_HD int64_t rsi_piece_find(const rsi_piece *t, int64_t n,
+/* The entry of a table of n entries, `size` bytes each, that holds
+ * `item`: the last whose first item (the int64_t at first0 in entry 0, at
+ * the same place in the others) is at most item. */
+static inline RSI_HD int64_t rsi_table_find(const int64_t *first0,
+                                            size_t size, int64_t n,
                                             int64_t item) {
+  const char *at = (const char *)first0;
   int64_t lo = 0, hi = n - 1;
   RSI_NO_UNROLL
-  while (lo < hi) { /* the last piece whose first_item <= item */
+  while (lo < hi) {
     int64_t mid = lo + (hi - lo + 1) / 2;
-    if (t[mid].first_item <= item)
+    if (*(const int64_t *)(at + (size_t)mid * size) <= item)
       lo = mid;
     else
       hi = mid - 1;
   }
   return lo;
+}
+
+/* The piece of t[0..n) that holds `item` (0 <= item < total items). */
+static inline RSI_HD int64_t rsi_piece_find(const rsi_piece *t, int64_t n,
+                                            int64_t item) {
+  return rsi_table_find(&t->first_item, sizeof *t, n, item);
 }
 
 /* x / y, through a 32-bit division when both fit (far cheaper on GPUs). */
@@ -159,25 +184,38 @@ static inline RSI_HD uint64_t rsi_piece_udiv(uint64_t x, uint64_t y) {
   return x / y;
 }
 
-/* The addresses of unit 0 of row `row` of p: the outer-dim divisions
- * (none for the outermost dim, which holds what is left). */
-static inline RSI_HD void rsi_piece_row(const rsi_piece *p, int64_t row,
-                                        uint64_t *dst, uint64_t *src) {
-  uint64_t d = p->dst, s = p->src, rest = (uint64_t)row;
+/* Adds to *dst and *src the offsets of flat index `index`, row-major
+ * over ext[0..n), on sides of strides ds and ss (ss NULL: dst only; src
+ * may then be NULL): a division a dim but the outermost, which holds what
+ * is left. */
+static inline RSI_HD void rsi_box_at(int n, const int64_t *ext,
+                                     const int64_t *ds, const int64_t *ss,
+                                     uint64_t index, uint64_t *dst,
+                                     uint64_t *src) {
+  uint64_t d = 0, s = 0, rest = index;
   RSI_NO_UNROLL
-  for (int dim = p->nouter - 1; dim > 0; dim--) {
-    uint64_t q = rsi_piece_udiv(rest, (uint64_t)p->ext[dim]);
-    uint64_t i = rest - q * (uint64_t)p->ext[dim];
-    d += i * (uint64_t)p->dst_stride[dim];
-    s += i * (uint64_t)p->src_stride[dim];
+  for (int dim = n - 1; dim > 0; dim--) {
+    uint64_t q = rsi_piece_udiv(rest, (uint64_t)ext[dim]);
+    uint64_t i = rest - q * (uint64_t)ext[dim];
+    d += i * (uint64_t)ds[dim];
+    if (ss) s += i * (uint64_t)ss[dim];
     rest = q;
   }
-  if (p->nouter > 0) {
-    d += rest * (uint64_t)p->dst_stride[0];
-    s += rest * (uint64_t)p->src_stride[0];
+  if (n > 0) {
+    d += rest * (uint64_t)ds[0];
+    if (ss) s += rest * (uint64_t)ss[0];
   }
-  *dst = d;
-  *src = s;
+  *dst += d;
+  if (ss) *src += s;
+}
+
+/* The addresses of unit 0 of row `row` of p. */
+static inline RSI_HD void rsi_piece_row(const rsi_piece *p, int64_t row,
+                                        uint64_t *dst, uint64_t *src) {
+  *dst = p->dst;
+  *src = p->src;
+  rsi_box_at(p->nouter, p->ext, p->dst_stride, p->src_stride, (uint64_t)row,
+             dst, src);
 }
 
 /* Where item `item` (a global item number inside p) lies: once per item
@@ -259,20 +297,32 @@ static inline RSI_HD bool rsi_item_by_segments(const rsi_piece *p,
   return (uint64_t)p->ext[p->nouter - 1] * it->cols >= threads;
 }
 
-/* Unit k of an item, k < it->units, on one of its first straight_rows
- * rows (always so when straight_rows == rows): the dst and src addresses.
- * A 32-bit division when the item holds several rows, none otherwise. */
-static inline RSI_HD void rsi_item_unit_straight(const rsi_item *it,
-                                                 uint32_t k, uint64_t *dst,
-                                                 uint64_t *src) {
+/* The rect of an item's first straight_rows rows (all its rows when
+ * straight_rows == rows). */
+static inline RSI_HD void rsi_item_rect(const rsi_item *it, rsi_rect *r) {
+  r->dst = it->dst;
+  r->src = it->src;
+  r->dst_row = (int64_t)it->dst_step;
+  r->src_row = (int64_t)it->src_step;
+  r->dst_unit = r->src_unit = it->unit;
+  r->rows = it->rows;
+  r->cols = it->cols;
+  r->units = it->units;
+}
+
+/* Unit k (< units) of r: the dst and src addresses. A 32-bit division
+ * when r holds several rows, none otherwise. */
+static inline RSI_HD void rsi_rect_unit(const rsi_rect *r, uint32_t k,
+                                        uint64_t *dst, uint64_t *src) {
   uint32_t kr = 0, kc = k;
-  if (it->rows > 1) {
-    kr = k / it->cols;
-    kc = k - kr * it->cols;
+  if (r->rows > 1) {
+    kr = k / r->cols;
+    kc = k - kr * r->cols;
   }
-  uint64_t col = (uint64_t)kc * it->unit;
-  *dst = it->dst + kr * it->dst_step + col;
-  *src = it->src + kr * it->src_step + col;
+  *dst = r->dst + (uint64_t)kr * (uint64_t)r->dst_row +
+         (uint64_t)kc * (uint64_t)r->dst_unit;
+  *src = r->src + (uint64_t)kr * (uint64_t)r->src_row +
+         (uint64_t)kc * (uint64_t)r->src_unit;
 }
 
 /* Unit k of an item (0 <= k, one thread's index): false when k is past the
@@ -285,7 +335,9 @@ static inline RSI_HD bool rsi_item_unit(const rsi_piece *p,
   if (k >= it->units) return false;
   uint32_t kr = it->rows > 1 ? k / it->cols : 0;
   if (kr < it->straight_rows) {
-    rsi_item_unit_straight(it, k, dst, src);
+    rsi_rect r;
+    rsi_item_rect(it, &r);
+    rsi_rect_unit(&r, k, dst, src);
   } else {
     uint64_t col = (uint64_t)(k - kr * it->cols) * it->unit;
     rsi_item_far_row(p, it, kr, dst, src);
@@ -295,44 +347,41 @@ static inline RSI_HD bool rsi_item_unit(const rsi_piece *p,
   return true;
 }
 
-/* A thread's walk through a straight item (straight_rows == rows) by a
- * fixed stride of units, without a division per unit: from unit k at
- * (dst, src), column col (of the item's cols), the next unit is stride
- * units on. rsi_walk_init once per item, the same for every thread. */
+/* A thread's walk through a rect by a fixed stride of units, without a
+ * division per unit: at unit k, (dst, src) in column col, the next unit is
+ * stride units on. */
 typedef struct rsi_walk {
-  uint64_t dst_adv, src_adv;   /* bytes for `stride` units, no wrap */
+  uint64_t dst, src;
+  uint64_t dst_adv, src_adv;   /* for `stride` units, no wrap */
   uint64_t dst_wrap, src_wrap; /* and more when the column wraps */
-  uint32_t col_adv;            /* stride % cols */
+  uint32_t col, col_adv;       /* col_adv: stride % cols */
 } rsi_walk;
 
-static inline RSI_HD void rsi_walk_init(const rsi_item *it, uint32_t stride,
-                                        rsi_walk *w) {
-  uint32_t rows = stride / it->cols, cols = stride - rows * it->cols;
+/* Where a walk starts: unit k (< r->units). */
+static inline RSI_HD void rsi_walk_start(const rsi_rect *r, uint32_t k,
+                                         uint32_t stride, rsi_walk *w) {
+  uint32_t rows = stride / r->cols, cols = stride - rows * r->cols;
+  rsi_rect_unit(r, k, &w->dst, &w->src);
+  w->col = r->rows > 1 ? k % r->cols : k;
   w->col_adv = cols;
-  w->dst_adv = rows * it->dst_step + (uint64_t)cols * it->unit;
-  w->src_adv = rows * it->src_step + (uint64_t)cols * it->unit;
-  w->dst_wrap = it->dst_step - (uint64_t)it->cols * it->unit; /* mod 2^64 */
-  w->src_wrap = it->src_step - (uint64_t)it->cols * it->unit;
+  w->dst_adv = (uint64_t)rows * (uint64_t)r->dst_row +
+               (uint64_t)cols * (uint64_t)r->dst_unit;
+  w->src_adv = (uint64_t)rows * (uint64_t)r->src_row +
+               (uint64_t)cols * (uint64_t)r->src_unit;
+  w->dst_wrap =
+      (uint64_t)r->dst_row - (uint64_t)r->cols * (uint64_t)r->dst_unit;
+  w->src_wrap =
+      (uint64_t)r->src_row - (uint64_t)r->cols * (uint64_t)r->src_unit;
 }
 
-/* Where a walk starts: unit k (< it->units) of a straight item. */
-static inline RSI_HD void rsi_walk_start(const rsi_item *it, uint32_t k,
-                                         uint32_t *col, uint64_t *dst,
-                                         uint64_t *src) {
-  rsi_item_unit_straight(it, k, dst, src);
-  *col = it->rows > 1 ? k % it->cols : k;
-}
-
-static inline RSI_HD void rsi_walk_next(const rsi_item *it,
-                                        const rsi_walk *w, uint32_t *col,
-                                        uint64_t *dst, uint64_t *src) {
-  *dst += w->dst_adv;
-  *src += w->src_adv;
-  *col += w->col_adv;
-  if (*col >= it->cols) {
-    *col -= it->cols;
-    *dst += w->dst_wrap;
-    *src += w->src_wrap;
+static inline RSI_HD void rsi_walk_next(const rsi_rect *r, rsi_walk *w) {
+  w->dst += w->dst_adv;
+  w->src += w->src_adv;
+  w->col += w->col_adv;
+  if (w->col >= r->cols) {
+    w->col -= r->cols;
+    w->dst += w->dst_wrap;
+    w->src += w->src_wrap;
   }
 }
 
