@@ -97,7 +97,7 @@ rs_status rs_param_bounds(rs_param param, int64_t *lo, int64_t *hi) {
 rs_status rs_context_set_param(rs_context *ctx, rs_param param,
                                int64_t value) {
   API_REQUIRE(ctx, rsi_thread_err(), "rs_context_set_param");
-  return rsi_context_set_param(ctx, param, value);
+  return rsi_session_set_param(ctx, param, value);
 }
 
 rs_status rs_context_get_param(const rs_context *ctx, rs_param param,

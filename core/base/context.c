@@ -133,11 +133,6 @@ rs_status rsi_context_set_param(rs_context *ctx, rs_param param,
                     "parameter %d: value %lld outside [%lld, %lld]",
                     (int)param, (long long)value, (long long)lo,
                     (long long)hi);
-  if (param == RS_PARAM_INTEGRITY && value && ctx->no_integrity)
-    return RSI_FAIL(ctx->err, RS_ERR_UNSUPPORTED,
-                    "RS_PARAM_INTEGRITY: the %s transport cannot checksum "
-                    "what it moves",
-                    ctx->no_integrity);
   *slot = value;
   return RS_OK;
 }

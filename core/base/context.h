@@ -34,9 +34,6 @@ struct rs_context {
   int64_t rounds; /* RS_PARAM_ROUNDS: an rs_rounds */
   int64_t copy_threads; /* RS_PARAM_COPY_THREADS, read by own_engine */
   struct rsi_transport *transport;
-  /* The name of the transport where it cannot checksum what it moves
-   * (RS_PARAM_INTEGRITY is refused), else NULL: set when it is opened. */
-  const char *no_integrity;
   bool failed; /* a transfer failed part-way: the context is done */
   atomic_bool aborted; /* rs_context_abort was called (any thread) */
   /* How bytes are copied and where staging lives (core/copy/engine.h), for the
@@ -81,7 +78,8 @@ void rsi_context_unref(rs_context *ctx);
  * in err, for one that does not exist. */
 rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
                            rsi_err *err);
-/* Set a parameter within its bounds; else RS_ERR_BAD_PARAM, unchanged. */
+/* Set a parameter within its bounds; else RS_ERR_BAD_PARAM, unchanged.
+ * What the transport must support is checked by rsi_session_set_param. */
 rs_status rsi_context_set_param(rs_context *ctx, rs_param param,
                                 int64_t value);
 /* Read a parameter (*value is 0 on failure). */

@@ -43,9 +43,6 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
     }
   }
   ctx->transport = transport;
-  if (transport && !transport->ops->set_integrity &&
-      (rank != RS_ALL_RANKS || transport->ops->join))
-    ctx->no_integrity = transport->ops->name;
   ctx->close = close_context;
   *out = ctx;
   return RS_OK;
@@ -108,3 +105,19 @@ rs_status rsi_context_create_module(const char *module,
   return st;
 }
 
+
+rs_status rsi_session_set_param(rs_context *ctx, rs_param param,
+                                int64_t value) {
+  rsi_transport *tp = ctx->transport;
+  if (param == RS_PARAM_INTEGRITY && value && tp && !tp->ops->set_integrity &&
+      (ctx->rank != RS_ALL_RANKS || tp->ops->join)) {
+    int64_t lo, hi; /* out of bounds says so first */
+    RSI_TRY(rsi_param_bounds(param, &lo, &hi, ctx->err));
+    if (value >= lo && value <= hi)
+      return RSI_FAIL(ctx->err, RS_ERR_UNSUPPORTED,
+                      "RS_PARAM_INTEGRITY: the %s transport cannot checksum "
+                      "what it moves",
+                      tp->ops->name);
+  }
+  return rsi_context_set_param(ctx, param, value);
+}

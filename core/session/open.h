@@ -35,4 +35,10 @@ rs_status rsi_context_create_module(const char *module,
                                     const struct rsi_module_args *args,
                                     rs_context **out, rsi_err *err);
 
+/* rs_context_set_param: rsi_context_set_param, and RS_ERR_UNSUPPORTED
+ * for RS_PARAM_INTEGRITY on a transport that cannot checksum what it
+ * moves between processes or on device queues. */
+rs_status rsi_session_set_param(rs_context *ctx, rs_param param,
+                                int64_t value);
+
 #endif
