@@ -122,8 +122,7 @@ int64_t rsw_ints_get(const rsw_ints *v, int64_t i) {
 static int *as_ints(rsw_result *r, const rsw_ints *v) {
   int *out = malloc((size_t)(v->n ? v->n : 1) * sizeof *out);
   if (!out) {
-    fail(r, "out of memory");
-    r->status = RS_ERR_NO_MEMORY;
+    failf(r, RS_ERR_NO_MEMORY, "out of memory");
     return NULL;
   }
   for (int64_t i = 0; i < v->n; i++) {
@@ -544,7 +543,7 @@ void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
   end(r, st, NULL);
   for (int64_t i = 0; st == RS_OK && i < shape->n; i++)
     if (rsw_ints_push(offset, off[i]) || rsw_ints_push(extent, ext[i])) {
-      fail(r, "out of memory");
+      failf(r, RS_ERR_NO_MEMORY, "out of memory");
       return;
     }
 }
