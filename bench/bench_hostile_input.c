@@ -5,9 +5,9 @@
  * target:
  *   - names: a layout of 80,000 tensors whose names collide in the low 18
  *     bits of FNV-1a 32 (the slot the old name index gave them; see
- *     tests/rt_hostile.h), built with rs_layout_add_tensor. Baseline: 80,000
- *     ordinary names ("model.layers.L.mlp.experts.E.w<k>"). Generating the
- *     colliding names is timed apart and not counted.
+ *     tests/common/th_hostile.h), built with rs_layout_add_tensor.
+ *     Baseline: 80,000 ordinary names ("model.layers.L.mlp.experts.E.w<k>").
+ *     Generating the colliding names is timed apart and not counted.
  *   - pieces: 1,024 serialized pieces (piece r: 64 tensor declarations and
  *     rank r's 64 shards), deserialized into one layout one call at a time.
  *     Baseline: the same layout serialized whole and deserialized in one
@@ -17,7 +17,7 @@
  *
  * Usage: bench_hostile_input [repetitions] (default 3). */
 #include "bench_common.h"
-#include "rt_hostile.h"
+#include "th_hostile.h"
 
 #include <stdbool.h>
 

@@ -54,7 +54,7 @@ extern "C" {
 #include "copy/convert.h"
 #include "copy/copy.h"
 }
-#include "rt_util.h"
+#include "th_util.h"
 #include "transport/nccl/convert_pieces.h"
 #include "transport/nccl/pieces.h"
 
@@ -72,7 +72,7 @@ namespace {
 
 struct Rng {
   uint64_t s;
-  uint64_t next() { return rt_rand(&s); }
+  uint64_t next() { return th_rand(&s); }
   int64_t range(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
     return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1));
   }
@@ -179,7 +179,7 @@ void make_case(Rng &r, Case &t, int64_t max_vol) {
   c.ndim = (int)(r.range(0, 9) == 0 ? r.range(7, 8) : r.range(1, 6));
   c.esize = kEsizes[r.range(0, sizeof kEsizes / sizeof *kEsizes - 1)];
   random_extent(r, c.ndim, max_vol, c.extent);
-  int64_t vol = rt_volume(c.ndim, c.extent);
+  int64_t vol = th_volume(c.ndim, c.extent);
   if (r.range(0, 3) == 0) {
     c.lo = 0;
     c.hi = vol;
@@ -191,25 +191,25 @@ void make_case(Rng &r, Case &t, int64_t max_vol) {
   c.dense_src = !c.dense_dst && r.range(0, 2) == 0;
   random_strides(r, c.ndim, c.extent, c.dst_strides);
   random_strides(r, c.ndim, c.extent, c.src_strides);
-  if (r.range(0, 2) == 0) rt_dense_strides(c.ndim, c.extent, c.dst_strides);
-  if (r.range(0, 2) == 0) rt_dense_strides(c.ndim, c.extent, c.src_strides);
+  if (r.range(0, 2) == 0) th_dense_strides(c.ndim, c.extent, c.dst_strides);
+  if (r.range(0, 2) == 0) th_dense_strides(c.ndim, c.extent, c.src_strides);
   size_t es = (size_t)c.esize;
   int64_t dense = (c.hi - c.lo) * c.esize;
   int64_t db = c.dense_dst ? dense
-                           : rt_span_bytes(c.ndim, c.extent, c.dst_strides, es);
+                           : th_span_bytes(c.ndim, c.extent, c.dst_strides, es);
   int64_t sb = c.dense_src ? dense
-                           : rt_span_bytes(c.ndim, c.extent, c.src_strides, es);
+                           : th_span_bytes(c.ndim, c.extent, c.src_strides, es);
   t.copied = dense;
   t.src.make((size_t)sb, r.range(0, 1) ? 0 : (int)r.range(0, 15));
   t.ref.make((size_t)db, r.range(0, 1) ? 0 : (int)r.range(0, 15));
   for (auto &b : t.src.host) {
     unsigned char v = (unsigned char)r.next();
-    b = v == RT_POISON ? RT_NOT_POISON : v;
+    b = v == TH_POISON ? TH_NOT_POISON : v;
   }
   CUDA_OK(cudaMemcpy(t.src.dev, t.src.host.data(), t.src.host.size(),
                      cudaMemcpyHostToDevice));
-  std::fill(t.ref.host.begin(), t.ref.host.end(), (unsigned char)RT_POISON);
-  CUDA_OK(cudaMemset(t.ref.dev, RT_POISON, t.ref.host.size()));
+  std::fill(t.ref.host.begin(), t.ref.host.end(), (unsigned char)TH_POISON);
+  CUDA_OK(cudaMemset(t.ref.dev, TH_POISON, t.ref.host.size()));
   rsi_copy_range(c.ndim, c.extent, es, (char *)t.ref.host.data() + t.ref.at,
                  c.dense_dst ? nullptr : c.dst_strides,
                  (const char *)t.src.host.data() + t.src.at,
@@ -244,7 +244,7 @@ int correctness(uint64_t seed, int rounds) {
   int64_t bytes = 0, pieces = 0;
   DeviceTable table;
   for (int round = 0; round < rounds; round++) {
-    Rng r{rt_mix(seed ^ (uint64_t)round * RT_GOLDEN)};
+    Rng r{th_mix(seed ^ (uint64_t)round * TH_GOLDEN)};
     /* every 8th round a batch of copies in one launch */
     int n = round % 8 == 7 ? (int)r.range(20, 60) : 1;
     std::vector<Case> cases((size_t)n);
@@ -405,14 +405,14 @@ void make_dst(Rng &r, ConvCase &t, int size, bool friendly) {
   c.dense_dst = r.range(0, 2) == 0;
   random_strides(r, c.ndim, c.extent, c.dst_strides);
   if (friendly || r.range(0, 2) == 0)
-    rt_dense_strides(c.ndim, c.extent, c.dst_strides);
+    th_dense_strides(c.ndim, c.extent, c.dst_strides);
   int64_t bytes = c.dense_dst ? (c.hi - c.lo) * size
-                              : rt_span_bytes(c.ndim, c.extent,
+                              : th_span_bytes(c.ndim, c.extent,
                                               c.dst_strides, (size_t)size);
   t.ref.make((size_t)bytes, friendly ? 0 : (int)r.range(0, 16 / size - 1) *
                                                size);
-  std::fill(t.ref.host.begin(), t.ref.host.end(), (unsigned char)RT_POISON);
-  CUDA_OK(cudaMemset(t.ref.dev, RT_POISON, t.ref.host.size()));
+  std::fill(t.ref.host.begin(), t.ref.host.end(), (unsigned char)TH_POISON);
+  CUDA_OK(cudaMemset(t.ref.dev, TH_POISON, t.ref.host.size()));
   c.dst = (char *)t.ref.dev + t.ref.at;
 }
 
@@ -425,7 +425,7 @@ void make_cast(Rng &r, ConvCase &t, int src, int dst, int64_t max_vol) {
   random_extent(r, c.ndim, max_vol, c.extent);
   bool friendly = r.range(0, 1);
   if (friendly) c.extent[c.ndim - 1] = (c.extent[c.ndim - 1] + 7) / 8 * 8;
-  int64_t vol = rt_volume(c.ndim, c.extent);
+  int64_t vol = th_volume(c.ndim, c.extent);
   c.lo = r.range(0, 2) == 0 ? 0 : r.range(0, vol);
   c.hi = r.range(0, 2) == 0 ? vol : r.range(c.lo, vol);
   if (friendly) {
@@ -437,9 +437,9 @@ void make_cast(Rng &r, ConvCase &t, int src, int dst, int64_t max_vol) {
   c.dense_src = !c.dense_dst && r.range(0, 3) == 0;
   random_strides(r, c.ndim, c.extent, c.src_strides);
   if (friendly || r.range(0, 2) == 0)
-    rt_dense_strides(c.ndim, c.extent, c.src_strides);
+    th_dense_strides(c.ndim, c.extent, c.src_strides);
   int64_t sb = c.dense_src ? (c.hi - c.lo) * ss
-                           : rt_span_bytes(c.ndim, c.extent, c.src_strides,
+                           : th_span_bytes(c.ndim, c.extent, c.src_strides,
                                            (size_t)ss);
   t.src.make((size_t)sb, friendly ? 0 : (int)r.range(0, 16 / ss - 1) * ss);
   fill_floats(r, src, t.src.host.data(), t.src.host.size() / ss, true);
@@ -455,7 +455,7 @@ void make_cast(Rng &r, ConvCase &t, int src, int dst, int64_t max_vol) {
         cast(out + side_at(c, c.dense_dst, c.dst_strides, idx, lin) * ds,
              in + side_at(c, c.dense_src, c.src_strides, idx, lin) * ss, 1);
       lin++;
-    } while (rt_next(c.ndim, c.extent, idx));
+    } while (th_next(c.ndim, c.extent, idx));
 }
 
 /* A block-scaled tensor in device memory (strided storage) with its
@@ -485,16 +485,16 @@ struct QTensor {
     }
     ue8m0 = r.range(0, 1);
     random_strides(r, n, shape, strides);
-    if (friendly || r.range(0, 1)) rt_dense_strides(n, shape, strides);
+    if (friendly || r.range(0, 1)) th_dense_strides(n, shape, strides);
     int size = conv_size(dtype);
-    int64_t span = rt_span_bytes(n, shape, strides, (size_t)size);
+    int64_t span = th_span_bytes(n, shape, strides, (size_t)size);
     store.make((size_t)span,
                friendly ? 0 : (int)r.range(0, 16 / size - 1) * size);
     fill_floats(r, dtype, store.host.data(), store.host.size() / size,
                 r.range(0, 3) == 0);
     CUDA_OK(cudaMemcpy(store.dev, store.host.data(), store.host.size(),
                        cudaMemcpyHostToDevice));
-    int64_t count = rt_volume(n, shape);
+    int64_t count = th_volume(n, shape);
     std::vector<unsigned char> dense((size_t)(count * size));
     int64_t idx[4] = {0}, lin = 0;
     do {
@@ -502,12 +502,12 @@ struct QTensor {
       for (int d = 0; d < n; d++) at += idx[d] * strides[d];
       memcpy(dense.data() + lin++ * size,
              store.host.data() + store.at + at * size, (size_t)size);
-    } while (rt_next(n, shape, idx));
+    } while (th_next(n, shape, idx));
     for (int d = 0; d < n; d++) sshape[d] = shape[d];
     if (n >= 2) sshape[n - 2] = (shape[n - 2] + b0 - 1) / b0;
     sshape[n - 1] = (shape[n - 1] + b1 - 1) / b1;
     q.resize((size_t)count);
-    scales.resize((size_t)rt_volume(n, sshape));
+    scales.resize((size_t)th_volume(n, sshape));
     rsi_err err = {};
     if (rsi_quantize_blocks((rs_dtype)dtype, n, shape, dense.data(), q.data(),
                             scales.data(), b0, b1, ue8m0, &err) != RS_OK) {
@@ -555,7 +555,7 @@ void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales,
       c.extent[n - 1] = shape[n - 1] - off[n - 1];
   }
   for (int d = 0; d < n; d++) t.off[d] = off[d];
-  int64_t vol = rt_volume(n, c.extent);
+  int64_t vol = th_volume(n, c.extent);
   c.lo = r.range(0, 1) ? 0 : r.range(0, vol - 1);
   c.hi = r.range(0, 1) ? vol : r.range(c.lo + 1, vol);
   if (friendly) {
@@ -586,7 +586,7 @@ void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales,
   int ds = scales ? 4 : 1;
   make_dst(r, t, ds, friendly || (q.friendly && r.range(0, 1)));
   int64_t dense[4], idx[RS_MAX_DIMS] = {0}, lin = 0;
-  rt_dense_strides(n, shape, dense);
+  th_dense_strides(n, shape, dense);
   unsigned char *out = t.ref.host.data() + t.ref.at;
   do {
     if (lin >= c.lo && lin < c.hi) {
@@ -598,7 +598,7 @@ void make_block_case(Rng &r, ConvCase &t, const QTensor &q, bool scales,
              want, (size_t)ds);
     }
     lin++;
-  } while (rt_next(n, c.extent, idx));
+  } while (th_next(n, c.extent, idx));
 }
 
 /* The kernels' bytes equal the reference's, slack included; e4m3 NaNs
@@ -637,7 +637,7 @@ int conversions(uint64_t seed, int rounds) {
   int64_t folded = 0;
   DeviceBatch batch;
   for (int round = 0; round < rounds; round++) {
-    Rng r{rt_mix(seed ^ 0xC0417ull ^ (uint64_t)round * RT_GOLDEN)};
+    Rng r{th_mix(seed ^ 0xC0417ull ^ (uint64_t)round * TH_GOLDEN)};
     std::vector<ConvCase> cases(40);
     std::vector<QTensor> tensors(4);
     std::vector<rsi_copy> copies;
@@ -745,7 +745,7 @@ std::vector<rsi_copy> batch(const Box &box, int esize, int count,
                             char *strided_base, int64_t strided_step,
                             char *dense_base, bool pack) {
   std::vector<rsi_copy> v;
-  int64_t vol = rt_volume(box.ndim, box.ext);
+  int64_t vol = th_volume(box.ndim, box.ext);
   for (int i = 0; i < count; i++) {
     rsi_copy c = {};
     c.ndim = box.ndim;
@@ -835,8 +835,8 @@ void convert_rows(int sms) {
     c.dst_dtype = row.dst_dtype;
     c.extent[0] = rows;
     c.extent[1] = cols;
-    rt_dense_strides(2, c.extent, c.src_strides);
-    rt_dense_strides(2, c.extent, c.dst_strides);
+    th_dense_strides(2, c.extent, c.src_strides);
+    th_dense_strides(2, c.extent, c.dst_strides);
     c.src = row.weights ? weights : src;
     c.dst = dst;
     c.hi = count;
@@ -848,7 +848,7 @@ void convert_rows(int sms) {
       s.dst_dtype = RS_DTYPE_F32;
       s.extent[0] = rows / 128;
       s.extent[1] = cols / 128;
-      rt_dense_strides(2, s.extent, s.dst_strides);
+      th_dense_strides(2, s.extent, s.dst_strides);
       s.dst = dst + count;
       s.hi = s.extent[0] * s.extent[1];
       v.push_back(s);
@@ -920,7 +920,7 @@ int bandwidth(bool *below_target) {
          "GB/s", "GB/s", "GB/s", "GB/s", "ratio", "ratio", "us");
   DeviceTable table;
   for (const BwCase &bc : cases) {
-    int64_t vol = rt_volume(bc.box.ndim, bc.box.ext);
+    int64_t vol = th_volume(bc.box.ndim, bc.box.ext);
     int64_t bytes = vol * bc.esize * bc.count;
     double t_pack = 0, t_unpack = 0, t_build = 0;
     int64_t npieces = 0, items = 0;

@@ -37,9 +37,9 @@
 #include "copy/engine.h"
 #include "exec/exec.h"
 #include "fuzz_common.h"
-#include "rt_domain_parts.h"
-#include "rt_util.h"
-#include "rt_value.h"
+#include "th_domain_parts.h"
+#include "th_util.h"
+#include "th_value.h"
 
 #define MAXW 8
 #define MAXT 3
@@ -511,15 +511,15 @@ typedef struct vis {
 static uint64_t cast_bits(uint64_t x, rs_dtype from, rs_dtype to) {
   if (from == to) return x;
   unsigned char in[8], out[8];
-  rt_store(in, rs_dtype_size(from), x);
+  th_store(in, rs_dtype_size(from), x);
   rsi_convert_cast_fn(to, from)(out, in, 1);
-  return rt_load(out, rs_dtype_size(to));
+  return th_load(out, rs_dtype_size(to));
 }
 
 static void store(void *arg, int64_t lin, int64_t at) {
   vis *v = arg;
-  rt_store(v->buf + at, (size_t)v->esize,
-           rt_value((uint64_t)v->gen, (uint64_t)v->t, lin, (size_t)v->esize));
+  th_store(v->buf + at, (size_t)v->esize,
+           th_value((uint64_t)v->gen, (uint64_t)v->t, lin, (size_t)v->esize));
 }
 
 /* A NaN of f8_e4m3 (either sign) or f32: the quantizers may differ in
@@ -540,11 +540,11 @@ static void check(void *arg, int64_t lin, int64_t at) {
     memcpy(&bits, &v->want_scales[lin], sizeof bits);
     want = bits;
   } else {
-    want = cast_bits(rt_value((uint64_t)v->gen, (uint64_t)v->t, lin,
+    want = cast_bits(th_value((uint64_t)v->gen, (uint64_t)v->t, lin,
                               (size_t)v->esize),
                      v->from, v->to);
   }
-  uint64_t got = rt_load(v->buf + at, size);
+  uint64_t got = th_load(v->buf + at, size);
   bool quantized = v->want8 || v->want_scales;
   FZ_CHECK(got == want ||
                (quantized && nan_bits(got, size) && nan_bits(want, size)),
@@ -567,8 +567,8 @@ static void quantize_source(const world *w, int ti, int gen, uint8_t **values,
   *scales = malloc((size_t)ns * sizeof **scales);
   FZ_CHECK(src && *values && *scales, "malloc");
   for (int64_t lin = 0; lin < n; lin++)
-    rt_store(src + lin * t->esize, (size_t)t->esize,
-             rt_value((uint64_t)gen, (uint64_t)ti, lin, (size_t)t->esize));
+    th_store(src + lin * t->esize, (size_t)t->esize,
+             th_value((uint64_t)gen, (uint64_t)ti, lin, (size_t)t->esize));
   rsi_err err = {0};
   rs_status st = rsi_quantize_blocks(t->dt, t->ndim, t->shape, src, *values,
                                      *scales, t->b0, t->b1, t->ue8m0, &err);
@@ -604,7 +604,7 @@ static void execute_and_verify(world *w, rs_plan *plan) {
         if (!n) continue;
         buf[s][r][b] = malloc((size_t)n);
         FZ_CHECK(buf[s][r][b] != NULL, "malloc");
-        memset(buf[s][r][b], RT_POISON, (size_t)n);
+        memset(buf[s][r][b], TH_POISON, (size_t)n);
         if (s == RS_SIDE_DST) cov[r][b] = calloc((size_t)n, 1);
         /* one byte short is refused; exactly enough is accepted */
         rs_status st = rs_plan_bind(plan, (rs_side)s, r, b, buf[s][r][b],
@@ -650,7 +650,7 @@ static void execute_and_verify(world *w, rs_plan *plan) {
     for (int r = 0; r < w->size; r++)
       for (int b = 0; b < NBUF; b++)
         for (int64_t i = 0; i < w->s[1].used[r][b]; i++)
-          FZ_CHECK(cov[r][b][i] || buf[1][r][b][i] == RT_POISON,
+          FZ_CHECK(cov[r][b][i] || buf[1][r][b][i] == TH_POISON,
                    "rank %d buffer %d: byte %lld outside every shard was "
                    "written",
                    r, b, (long long)i);
@@ -727,7 +727,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rs_plan_fingerprint(plan, &f1);
     rs_plan_fingerprint(again, &f2);
     FZ_CHECK(f1 == f2, "fingerprints differ for the same layouts");
-    FZ_CHECK(rt_same_plan_without_boxes(plan, again, w.size, same_why,
+    FZ_CHECK(th_same_plan_without_boxes(plan, again, w.size, same_why,
                                         sizeof same_why),
              "planned again without boxes: %s", same_why);
     rs_plan_destroy(again);
@@ -742,12 +742,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(rs_plan_create(w.s[0].l, w.s[1].l, &part) == RS_OK,
              "the part of rank %d of a plan that was made", rank);
     rs_context_set_param(w.ctx, RS_PARAM_PLAN_PART, -1);
-    FZ_CHECK(rt_same_moves_of(plan, part, rank, why, sizeof why),
+    FZ_CHECK(th_same_moves_of(plan, part, rank, why, sizeof why),
              "the part of rank %d: %s", rank, why);
     rs_plan_destroy(part);
     /* and its domain's part holds exactly the moves into that domain */
     int64_t into = 0;
-    FZ_CHECK(rt_same_domain_part(plan, w.s[0].l, w.s[1].l,
+    FZ_CHECK(th_same_domain_part(plan, w.s[0].l, w.s[1].l,
                                  plan->domain_of[rank], &into, why,
                                  sizeof why),
              "%s", why);
@@ -762,9 +762,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                "rounds by domain pair: %s", rs_status_name(st));
       if (st == RS_OK) {
         if (executable(&w)) execute_and_verify(&w, paired);
-        FZ_CHECK(rt_pair_rounds_hold(paired, why, sizeof why),
+        FZ_CHECK(th_pair_rounds_hold(paired, why, sizeof why),
                  "rounds by domain pair: %s", why);
-        FZ_CHECK(rt_same_domain_part(paired, w.s[0].l, w.s[1].l,
+        FZ_CHECK(th_same_domain_part(paired, w.s[0].l, w.s[1].l,
                                      plan->domain_of[rank], &into, why,
                                      sizeof why),
                  "rounds by domain pair: %s", why);

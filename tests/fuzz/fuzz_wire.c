@@ -12,7 +12,7 @@
  *     (encode . decode is idempotent), and decoding them a second time
  *     into the same layout is accepted too. */
 #include "fuzz_common.h"
-#include "rt_wire.h"
+#include "th_wire.h"
 
 #define WORLD 8
 

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "rt_wire.h"
+#include "th_wire.h"
 
 static const char *root;
 

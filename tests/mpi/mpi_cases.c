@@ -8,7 +8,7 @@
  * The random property test draws from seed S (RESHARD_MPI_SEED, else the
  * clock, broadcast from rank 0 and printed so a failure can be replayed). */
 #include "mpi_harness.h"
-#include "rt_util.h"
+#include "th_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -758,7 +758,7 @@ static void case_per_rank_plan(hcase *c) {
   if (!h_ok(c, rs_plan_create(src, dst, &plan), ctx, "this rank's part"))
     goto done;
   char why[256];
-  EXPECT(c, rt_same_moves_of(whole, plan, h_rank, why, sizeof why),
+  EXPECT(c, th_same_moves_of(whole, plan, h_rank, why, sizeof why),
          "rank %d's part planned with its peers: %s", h_rank, why);
   uint64_t a = 0, b = 1;
   rs_plan_fingerprint(whole, &a);
@@ -791,7 +791,7 @@ static void case_per_rank_plan(hcase *c) {
         for (int i = 0; i < 3; i++)
           EXPECT(c, dbuf[i] == (unsigned char)(from * 3 + i + 7),
                  "element %d is %d, want %d", i, dbuf[i], from * 3 + i + 7);
-      EXPECT(c, again && rt_same_moves_of(whole, again, h_rank, why,
+      EXPECT(c, again && th_same_moves_of(whole, again, h_rank, why,
                                           sizeof why),
              "rank %d's part planned during an execution: %s", h_rank,
              again ? why : "none");

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "rt_value.h"
+#include "th_value.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static void case_unread_replica(hcase *c) {
   rs_plan *plan = NULL;
   unsigned char in[64], out[64];
   for (int i = 0; i < 64; i++) in[i] = (unsigned char)(i * 7 + 3);
-  memset(out, RT_POISON, sizeof out);
+  memset(out, TH_POISON, sizeof out);
   const int64_t shape[1] = {64}, zero[1] = {0};
   if (h_ok(c, h_context(MPI_COMM_WORLD, 0, &ctx), NULL, "context") &&
       h_ok(c, rs_layout_create(ctx, &src), ctx, "source layout") &&

@@ -15,7 +15,7 @@
  * handles and reach MPI_Finalize. */
 #include "mpi_harness.h"
 
-#include "rt_value.h"
+#include "th_value.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +79,7 @@ static void expect_mismatch(hcase *c, const hmodel *m, int rank,
          dt);
   for (int k = 0; k < H_MAXB; k++)
     for (size_t i = 0; db.p[k] && i < db.n[k]; i++)
-      if (!EXPECT(c, db.p[k][i] == RT_POISON,
+      if (!EXPECT(c, db.p[k][i] == TH_POISON,
                   "destination buffer %d byte %zu was written (%#x) though "
                   "the ranks disagree",
                   k, i, db.p[k][i]))

@@ -3,8 +3,8 @@
  * buffers and their values, one end-to-end transfer. */
 #include "mpi_harness.h"
 
-#include "rt_util.h"
-#include "rt_value.h"
+#include "th_util.h"
+#include "th_value.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,7 +133,7 @@ rs_status h_context(MPI_Comm comm, int64_t timeout_ms, rs_context **out) {
   return st;
 }
 
-uint64_t h_rand(hrng *r) { return rt_rand(&r->s); }
+uint64_t h_rand(hrng *r) { return th_rand(&r->s); }
 
 long h_vmrss_kib(void) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -401,13 +401,13 @@ static void each_shard(const hmodel *m, const hbufs *b, int side,
 }
 
 static uint64_t want_of(const elem_arg *a, int64_t lin) {
-  return rt_value(a->gen, (uint64_t)a->s->tensor, lin, a->esize);
+  return th_value(a->gen, (uint64_t)a->s->tensor, lin, a->esize);
 }
 
 static void fill_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
   elem_arg *a = arg;
   (void)g;
-  rt_store(a->buf + at, a->esize, want_of(a, lin));
+  th_store(a->buf + at, a->esize, want_of(a, lin));
 }
 
 void h_fill(const hmodel *m, const hbufs *b, uint64_t gen) {
@@ -417,12 +417,12 @@ void h_fill(const hmodel *m, const hbufs *b, uint64_t gen) {
 
 void h_poison(const hbufs *b) {
   for (int k = 0; k < H_MAXB; k++)
-    if (b->p[k]) memset(b->p[k], RT_POISON, b->n[k]);
+    if (b->p[k]) memset(b->p[k], TH_POISON, b->n[k]);
 }
 
 static void check_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
   elem_arg *a = arg;
-  uint64_t w = want_of(a, lin), got = rt_load(a->buf + at, a->esize);
+  uint64_t w = want_of(a, lin), got = th_load(a->buf + at, a->esize);
   h_elems_checked++;
   if (got == w) return;
   if (a->bad++ > 0) return;
@@ -437,16 +437,16 @@ static void check_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
          "%#llx%s",
          t->name, where, a->s->buffer, (long long)at,
          (unsigned long long)got, (unsigned long long)w,
-         got == rt_poisoned(a->esize) ? " (never written)" : "");
+         got == th_poisoned(a->esize) ? " (never written)" : "");
 }
 
 static void count_one(void *arg, int64_t lin, int64_t at, const int64_t *g) {
   elem_arg *a = arg;
-  uint64_t got = rt_load(a->buf + at, a->esize);
+  uint64_t got = th_load(a->buf + at, a->esize);
   (void)g;
   if (got == want_of(a, lin))
     a->right++;
-  else if (got == rt_poisoned(a->esize))
+  else if (got == th_poisoned(a->esize))
     a->poisoned++;
   else
     a->bad++;
@@ -481,7 +481,7 @@ static int64_t strays(const hmodel *m, const hbufs *b, int *first_k,
   int64_t n = 0;
   for (int k = 0; k < H_MAXB; k++)
     for (size_t i = 0; b->p[k] && i < b->n[k]; i++)
-      if (!used.p[k][i] && b->p[k][i] != RT_POISON && n++ == 0) {
+      if (!used.p[k][i] && b->p[k][i] != TH_POISON && n++ == 0) {
         *first_k = k;
         *first_i = i;
       }
@@ -671,7 +671,7 @@ void h_transfer(hcase *c, const hmodel *m, const hrun *o) {
              "plan of the same layouts built whole (%016llx)",
              (unsigned long long)a, (unsigned long long)b);
       char why[256];
-      EXPECT(c, rt_same_moves_of(gplan, plan, o->whole_plan ? -1 : h_rank,
+      EXPECT(c, th_same_moves_of(gplan, plan, o->whole_plan ? -1 : h_rank,
                                  why, sizeof why),
              "rank %d's %s and the whole plan of the same layouts: %s",
              h_rank, o->whole_plan ? "plan" : "part", why);

@@ -6,7 +6,7 @@
  * every rank's shards, computed identically on every rank; the all-to-all
  * reshard the fault programs use is one), layouts built from it (own
  * shards plus rs_layout_allgather, or the whole thing locally), buffers
- * filled with the values of tests/common/rt_value.h and checked or counted
+ * filled with the values of tests/common/th_value.h and checked or counted
  * element by element, one end-to-end transfer, and the clock and resident
  * memory.
  *
@@ -160,9 +160,9 @@ void h_bufs_alloc(const hmodel *m, int side, hbufs *b);
 void h_bufs_free(hbufs *b);
 rs_status h_bind(rs_plan *plan, const hmodel *m, int side, const hbufs *b);
 void h_fill(const hmodel *m, const hbufs *b, uint64_t gen);  /* src shards */
-void h_poison(const hbufs *b);                         /* RT_POISON */
+void h_poison(const hbufs *b);                         /* TH_POISON */
 /* Every destination element of this rank holds its value; every byte of a
- * destination buffer that no shard uses is still RT_POISON. */
+ * destination buffer that no shard uses is still TH_POISON. */
 bool h_check(hcase *c, const hmodel *m, const hbufs *b, uint64_t gen);
 /* This rank's destination elements that hold their value of generation
  * gen, that still hold the poison, and that hold anything else. */

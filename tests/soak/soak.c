@@ -16,7 +16,7 @@
  * that large contiguous moves travel straight from and into user memory.
  *
  * Shards are appended to their buffers at 64-byte boundaries; values are
- * those of tests/common/rt_value.h, a new generation before every
+ * those of tests/common/th_value.h, a new generation before every
  * execution. Each rank prints its resident memory (VmRSS) after execution
  * 10 and after the last; rank 0 prints the summary. It fails when any
  * element was ever wrong, any execution failed, a byte outside every
