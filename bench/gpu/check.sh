@@ -331,11 +331,10 @@ else
     {
       echo "set -e"
       OBJS=""
-      for f in pieces convert_pieces copy convert dtype grow error utf8; do
-        src=core/$f.c
-        case "$f" in *pieces) src=core/transport/nccl/$f.c ;; esac
-        echo "cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I core -I capi/include -c $src -o '$PACK/$f.o'"
-        OBJS="$OBJS '$PACK/$f.o'"
+      for f in transport/nccl/pieces transport/nccl/convert_pieces copy/copy \
+               copy/convert base/dtype base/grow base/error base/utf8; do
+        echo "cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I core -I capi/include -c core/$f.c -o '$PACK/${f##*/}.o'"
+        OBJS="$OBJS '$PACK/${f##*/}.o'"
       done
       echo "nvcc -O3 -std=c++17 -arch=sm_$ARCH -I core -I capi/include -I tests/common $PACK_SRC core/transport/nccl/pack.cu core/transport/nccl/convert_pack.cu$OBJS -o '$PACK_BIN'"
     } >"$PACK/build.sh"

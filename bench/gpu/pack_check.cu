@@ -22,11 +22,10 @@
  * Build (from the repository root; no CMake, no Criterion): the C files
  * with cc, then the CUDA ones and the link with nvcc:
  *   mkdir -p build/gpu
- *   for f in pieces convert_pieces copy convert dtype grow error utf8; do
- *     src=core/$f.c
- *     case $f in *pieces) src=core/transport/nccl/$f.c ;; esac
+ *   for f in transport/nccl/pieces transport/nccl/convert_pieces copy/copy
+ *            copy/convert base/dtype base/grow base/error base/utf8; do
  *     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I core -I capi/include
- *       -c $src -o build/gpu/$f.o
+ *       -c core/$f.c -o build/gpu/$(basename $f).o
  *   done
  *   nvcc -O3 -std=c++17 -arch=sm_90 -I core -I capi/include -I tests/common
  *     bench/gpu/pack_check.cu core/transport/nccl/pack.cu

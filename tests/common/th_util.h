@@ -332,7 +332,7 @@ static inline char *th_json_without_boxes(const char *json) {
   static const char on[] = "\"boxes\":true", off[] = "\"boxes\":false";
   static const char offset[] = "\"offset\":[", extent[] = "],\"extent\":[";
   size_t len = strlen(json), n = 0;
-  char *out = malloc(len + 2); /* "true" becomes "false" */
+  char *out = (char *)malloc(len + 2); /* "true" becomes "false" */
   if (!out) return NULL;
   bool flag = false, bad = false;
   for (size_t i = 0; i < len && !bad;) {
