@@ -41,7 +41,8 @@ from .errors import (ArgumentError, CorruptError, Error, InternalError,
                      TimeoutError, TransportError, UnsupportedError,
                      error_class)
 from .layout import Layout, ScaleRule, TensorInfo
-from .mesh import DeviceMesh, Replicate, Shard, dtensor_local_box
+from .mesh import (DeviceMesh, LocalBox, Replicate, Shard, ShardedTensor,
+                   StridedShard, dtensor_local_box, dtensor_local_boxes)
 from .plan import DST, SRC, STAT_NAMES, Plan, Side
 
 #: Version of the loaded libreshard ("MAJOR.MINOR.PATCH"); the bindings
@@ -51,8 +52,8 @@ __version__ = library_version
 
 __all__ = [
     "Context", "Layout", "Plan", "TensorInfo", "ScaleRule", "Shard",
-    "Replicate",
-    "DeviceMesh", "dtensor_local_box", "DType", "dtype", "Param", "Rounds",
+    "Replicate", "StridedShard", "LocalBox", "ShardedTensor",
+    "DeviceMesh", "dtensor_local_box", "dtensor_local_boxes", "DType", "dtype", "Param", "Rounds",
     "Transport", "Side", "SRC", "DST", "STAT_NAMES", "ALL_RANKS",
     "NCCL_UNIQUE_ID_BYTES", "nccl_unique_id", "library_version",
     "Status", "Error", "ArgumentError", "LayoutError", "UnsupportedError",

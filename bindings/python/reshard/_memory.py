@@ -10,7 +10,7 @@ managed tensor, whose deleter is called when the binding is released.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from . import _native as N
 from .dtypes import DType, _from_name
@@ -67,7 +67,8 @@ class Bound:
     """One bound buffer: the memory and what keeps it alive."""
 
     __slots__ = ("obj", "keep", "address", "nbytes", "memory", "device",
-                 "itemsize", "dtype", "kind", "_managed", "_deleter")
+                 "itemsize", "dtype", "kind", "shape", "probe", "_managed",
+                 "_deleter")
 
     def __init__(self, obj: Any, keep: Any, address: int, nbytes: int,
                  memory: int, device: int, itemsize: Optional[int],
@@ -81,6 +82,10 @@ class Bound:
         self.itemsize = itemsize
         self.dtype = dtype
         self.kind = kind
+        self.shape: Optional[Tuple[int, ...]] = None
+        # () -> (address, nbytes) of the object now, for objects whose
+        # memory can move while bound (a torch tensor's resize_, set_)
+        self.probe: Optional[Callable[[], Tuple[int, int]]] = None
         self._managed: Optional[int] = None
         self._deleter: Any = None
 
@@ -104,6 +109,22 @@ class Bound:
         except Exception:
             pass
 
+    def describe_type(self) -> str:
+        """"numpy.ndarray", "torch.Tensor", "bytearray", ..."""
+        t = type(self.obj)
+        mod = t.__module__.split(".")[0]
+        return t.__name__ if mod == "builtins" else "%s.%s" % (mod,
+                                                               t.__name__)
+
+    def moved(self) -> bool:
+        """Whether the object's memory is no longer the bound one."""
+        if self.probe is None:
+            return False
+        try:
+            return self.probe() != (self.address, self.nbytes)
+        except Exception:  # the object cannot say: it did not keep it
+            return True
+
     def describe(self) -> str:
         where = "host" if self.memory == MEMORY_HOST else "cuda:%d" % (
             self.device)
@@ -126,8 +147,12 @@ def _from_buffer(obj: Any, mv: memoryview, writable: bool,
         raise N.fail(Status.INVALID_ARGUMENT,
                      "%s: the %s is read-only, and a destination buffer is "
                      "written" % (what, type(obj).__name__))
-    return Bound(obj, mv, _address_of(mv), mv.nbytes, MEMORY_HOST, -1,
-                 mv.itemsize, _format_dtype(mv.format), "buffer")
+    b = Bound(obj, mv, _address_of(mv), mv.nbytes, MEMORY_HOST, -1,
+              mv.itemsize, _format_dtype(mv.format), "buffer")
+    b.shape = tuple(mv.shape) if mv.shape is not None else (mv.nbytes,)
+    if mv.format in ("B", "c") and not hasattr(obj, "dtype"):
+        b.dtype = None  # bytes, bytearray, mmap, ...: untyped memory
+    return b
 
 # ---- DLPack ---------------------------------------------------------------------
 
@@ -286,6 +311,7 @@ def _from_dlpack(obj: Any, writable: bool, what: str) -> Bound:
         bound.itemsize = itemsize
         bound.dtype = _DL_DTYPES.get((dt.code, dt.bits)) if dt.lanes == 1 \
             else None
+        bound.shape = tuple(shape)
         bound.keep = capsule
         return bound
     except BaseException:
@@ -318,9 +344,31 @@ def _from_array_interface(obj: Any, writable: bool, what: str) -> Bound:
                      "a destination buffer is written"
                      % (what, type(obj).__name__))
     name = getattr(getattr(obj, "dtype", None), "name", "")
-    return Bound(obj, None, address or 0, count * itemsize, MEMORY_HOST, -1,
-                 itemsize or None, _from_name(name) if name else None,
-                 "array_interface")
+    b = Bound(obj, None, address or 0, count * itemsize, MEMORY_HOST, -1,
+              itemsize or None, _from_name(name) if name else None,
+              "array_interface")
+    b.shape = shape
+    return b
+
+
+def _is_torch(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch") and \
+        hasattr(obj, "data_ptr") and hasattr(obj, "__dlpack__")
+
+
+def _from_torch(obj: Any, writable: bool, what: str) -> Bound:
+    """A torch tensor (or nn.Parameter) through DLPack; one that requires
+    grad through detach() (the same memory, which torch's exporter would
+    refuse otherwise). Its memory can move under the binding (resize_,
+    set_): the binding keeps a probe compared before each execution."""
+    tensor = obj
+    if getattr(obj, "requires_grad", False):
+        obj = obj.detach()
+    b = _from_dlpack(obj, writable, what)
+    b.obj = tensor
+    b.probe = lambda: (tensor.data_ptr(),
+                       tensor.numel() * tensor.element_size())
+    return b
 
 
 def export(obj: Any, writable: bool, what: str) -> Bound:
@@ -329,6 +377,10 @@ def export(obj: Any, writable: bool, what: str) -> Bound:
     __array_interface__."""
     if isinstance(obj, Bound):
         return obj
+    if hasattr(obj, "to_local") and hasattr(obj, "placements"):
+        obj = obj.to_local()  # a DTensor: this rank's shard, same memory
+    if _is_torch(obj):
+        return _from_torch(obj, writable, what)
     first: Optional[BaseException] = None
     try:
         mv = memoryview(obj)

@@ -7,6 +7,7 @@ Internal: the public API is in the other modules of the package.
 from __future__ import annotations
 
 import operator
+import re
 import threading
 from typing import Any, Iterable, Iterator, List, Sequence
 from contextlib import contextmanager
@@ -35,9 +36,39 @@ def result() -> "sw.rsw_result":
     return r
 
 
+# C calls named in the library's messages, as a Python user calls them.
+_PYTHON_CALLS = {
+    "rs_plan_bind": "Plan.bind", "rs_plan_bind_memory": "Plan.bind",
+    "rs_plan_create": "Context.plan", "rs_layout_create": "Context.layout",
+    "rs_dtensor_local_box": "reshard.dtensor_local_box",
+    "rs_context_create_nccl_id": "Context.nccl_id",
+    "rs_context_create_nccl_comm": "Context.nccl_comm",
+    "rs_context_create_nccl_devices": "Context.nccl_devices",
+    "rs_nccl_unique_id": "reshard.nccl_unique_id",
+    "rs_context_create_mpi": "Context.mpi",
+    "rs_context_create_local": "Context.local",
+}
+_C_CALL = re.compile(r"\brs_(context|layout|plan)_([a-z_]+)\b|\brs_[a-z_]+\b")
+
+
+def _python_call(m: "re.Match[str]") -> str:
+    name = m.group(0)
+    if name in _PYTHON_CALLS:
+        return _PYTHON_CALLS[name]
+    if m.group(1):
+        return "%s.%s" % (m.group(1).capitalize(), m.group(2))
+    return name
+
+
+def python_message(message: str) -> str:
+    """The library's message with its C calls named as in Python."""
+    return _C_CALL.sub(_python_call, message) if "rs_" in message \
+        else message
+
+
 def raise_for(r: Any) -> None:
     """Raise the error an rsw_result holds (its status is not RS_OK)."""
-    raise make_error(r.status, r.name, r.message)
+    raise make_error(r.status, r.name, python_message(r.message or ""))
 
 
 def fail(status: int, message: str) -> Error:

@@ -4,15 +4,17 @@ its buffers."""
 from __future__ import annotations
 
 import enum
-from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
-                    Union)
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 from . import _native as N
 from ._native import C
 from .context import Context, _Handle
 from .dtypes import DType, DTypeLike, dtype as to_dtype
 from .errors import Status
-from .mesh import DeviceMesh, dtensor_local_box, placement_codes
+from ._needs import BufferNeed, Needs, Region
+from .mesh import (DeviceMesh, has_strided, is_dtensor, placement,
+                   placement_codes, strided_orders_agree, STRIDED_ORDERS)
 
 __all__ = ["Layout", "TensorInfo", "ScaleRule"]
 
@@ -74,10 +76,12 @@ class Layout(_Handle):
         self._handle = C.rsw_result_layout(r)
         self.context = context  # keeps the Python context alive too
         self._tensors: Dict[str, TensorInfo] = {}
-        # (rank, buffer) -> [bytes the shards reach, dtypes in it]; only
-        # what was added here (allgathered or deserialized shards are not
-        # known to Python).
-        self._needs: Dict[Tuple[int, int], List[Any]] = {}
+        # (rank, buffer) -> what it holds; only what was added here
+        # (allgathered or deserialized shards are not known to Python).
+        self._needs: Needs = {}
+        # rank -> {name: buffer}: the names a state dict binds by
+        # (add_state_dict, recipes)
+        self._buffer_names: Dict[int, Dict[str, int]] = {}
 
     def _destroy(self, h: Any) -> None:
         C.rsw_layout_destroy(h)
@@ -107,22 +111,31 @@ class Layout(_Handle):
         return self
 
     def _need(self, name: str, rank: int, buffer: int, byte_offset: int,
-              extent: Sequence[int], strides: Optional[Sequence[int]]) -> None:
+              extent: Sequence[int], strides: Optional[Sequence[int]],
+              local_shape: Optional[Sequence[int]] = None) -> None:
+        """Record what (rank, buffer) holds: a box of ``extent`` with
+        ``strides`` (None: dense), part of a dense local tensor of
+        ``local_shape`` starting at ``byte_offset`` when given."""
         info = self._tensors.get(name)
         if info is None:
             return
         size = info.dtype.itemsize
-        if any(e <= 0 for e in extent):
-            return
-        if strides:
-            span = 1 + sum((e - 1) * s for e, s in zip(extent, strides))
-        else:
+        dense = local_shape if local_shape is not None else \
+            (None if strides else extent)
+        if dense is not None:
+            if any(e <= 0 for e in dense):
+                return
             span = 1
-            for e in extent:
+            for e in dense:
                 span *= e
-        entry = self._needs.setdefault((rank, buffer), [0, set()])
-        entry[0] = max(entry[0], byte_offset + span * size)
-        entry[1].add(info.dtype)
+        else:
+            if any(e <= 0 for e in extent):
+                return
+            span = 1 + sum((e - 1) * s for e, s in zip(extent, strides or ()))
+        region = Region(name, info.dtype, byte_offset,
+                        tuple(dense) if dense is not None else None)
+        self._needs.setdefault((rank, buffer), BufferNeed()).add(
+            region, byte_offset + span * size)
 
     def add_shard(self, name: str, rank: int, offset: Sequence[int],
                   extent: Sequence[int], buffer: int = 0,
@@ -141,26 +154,41 @@ class Layout(_Handle):
         rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
         buf_i = N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
         boff = N.int64(byte_offset, "byte_offset")
-        r = N.result()
-        with N.vectors(off, ext, strd) as v:
-            C.rsw_layout_add_shard(r, self._h(), name, rank_i, v[0], v[1],
-                                   buf_i, boff, v[2])
-        self._check(r)
+        self._add_box(name, rank_i, off, ext, buf_i, boff, strd)
         self._need(name, rank_i, buf_i, boff, ext, strd or None)
         return self
+
+    def _add_box(self, name: str, rank: int, offset: Sequence[int],
+                 extent: Sequence[int], buffer: int, byte_offset: int,
+                 strides: Sequence[int]) -> None:
+        r = N.result()
+        with N.vectors(list(offset), list(extent), list(strides)) as v:
+            C.rsw_layout_add_shard(r, self._h(), name, rank, v[0], v[1],
+                                   buffer, byte_offset, v[2])
+        self._check(r)
 
     def add_dtensor(self, name: str,
                     mesh_shape: Optional[Sequence[int]] = None,
                     mesh_ranks: Optional[Sequence[int]] = None,
                     placements: Sequence[Any] = (),
                     buffer: int = 0, byte_offset: int = 0, *,
-                    mesh: Optional[DeviceMesh] = None,
-                    only_rank: Optional[int] = None) -> "Layout":
+                    mesh: Any = None,
+                    only_rank: Optional[int] = None,
+                    strided: Optional[str] = None) -> "Layout":
         """Add the shards of tensor ``name`` laid out DTensor style: the
-        device mesh (``mesh=DeviceMesh(...)``, or ``mesh_shape`` and
-        ``mesh_ranks`` in row-major order) and one placement per mesh axis,
-        ``Shard(d)`` or ``Replicate()``. Each rank's local shard is dense
-        row-major in its buffer ``buffer`` at ``byte_offset``.
+        device mesh (``mesh=``, a :class:`DeviceMesh` or torch's
+        ``DeviceMesh``; or ``mesh_shape`` and ``mesh_ranks`` in row-major
+        order) and one placement per mesh axis: ``Shard(d)``,
+        ``Replicate()``, ``StridedShard(d, f)``, or torch's own
+        (``Partial`` is refused: reduce first). Each rank's local tensor
+        is dense row-major in its buffer ``buffer`` at ``byte_offset``;
+        with ``StridedShard`` it may hold several boxes of the tensor, all
+        described.
+
+        ``strided``: who made a tensor with ``StridedShard`` placements,
+        ``"fsdp2"`` (FSDP2 over TP) or ``"distribute"``
+        (``distribute_tensor``); they keep different elements where the
+        sizes are uneven, and such a tensor is refused without it.
 
         ``only_rank=r`` adds the shard of rank ``r`` alone (nothing when
         ``r`` is not in the mesh): between processes each rank describes
@@ -169,55 +197,136 @@ class Layout(_Handle):
             if mesh_shape is not None or mesh_ranks is not None:
                 raise TypeError("give mesh= or mesh_shape/mesh_ranks, not "
                                 "both")
-            mshape, mranks = list(mesh.shape), list(mesh.ranks)
+            m = DeviceMesh.of(mesh)
         else:
             if mesh_shape is None:
                 raise TypeError("add_dtensor needs mesh= or mesh_shape")
-            mshape = N.int_list(mesh_shape, "mesh_shape")
-            if mesh_ranks is None:
-                n = 1
-                for s in mshape:
-                    n *= s
-                mranks = list(range(n))
-            else:
-                mranks = N.int_list(mesh_ranks, "mesh_ranks")
-        places = placement_codes(placements)
+            m = DeviceMesh(mesh_shape, mesh_ranks)
+        places = [placement(p) for p in placements]
         buf_i = N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
         boff = N.int64(byte_offset, "byte_offset")
-        if only_rank is not None:
-            return self._add_dtensor_rank(name, mshape, mranks, places,
-                                          buf_i, boff, only_rank)
-        r = N.result()
-        with N.vectors(mshape, mranks, places) as v:
-            C.rsw_layout_add_dtensor(r, self._h(), name, v[0], v[1], v[2],
-                                     buf_i, boff)
-        self._check(r)
-        info = self._tensors.get(name)
-        if info is not None:
-            m = DeviceMesh(mshape, mranks)
-            for rank, coord in zip(m.ranks, m.coordinates()):
-                _, ext = dtensor_local_box(info.shape, mshape, places, coord)
-                self._need(name, rank, buf_i, boff, ext, None)
-        return self
-
-    def _add_dtensor_rank(self, name: str, mshape: List[int],
-                          mranks: List[int], places: List[int], buffer: int,
-                          byte_offset: int, rank: int) -> "Layout":
+        if strided is not None and strided not in STRIDED_ORDERS:
+            raise N.fail(Status.INVALID_ARGUMENT, "add_dtensor: strided=%r "
+                         "is one of %s" % (strided, ", ".join(STRIDED_ORDERS)))
+        if only_rank is None and not has_strided(places):
+            return self._add_dtensor_all(name, m, places, buf_i, boff)
         info = self._tensors.get(name)
         if info is None:
             raise N.fail(Status.UNKNOWN_TENSOR, "add_dtensor: no tensor "
                          "'%s' was declared in this layout (add_tensor "
                          "first)" % name)
-        if len(places) != len(mshape):
-            raise N.fail(Status.INVALID_ARGUMENT, "one placement per mesh "
-                         "axis is needed")
-        m = DeviceMesh(mshape, mranks)
-        coord = m.coordinate(N.as_int(rank, "only_rank"))
-        if coord is None:
-            return self
-        off, ext = dtensor_local_box(info.shape, mshape, places, coord)
-        if all(e > 0 for e in ext):
-            self.add_shard(name, rank, off, ext, buffer, byte_offset)
+        if len(places) != m.ndim:
+            raise N.fail(Status.INVALID_ARGUMENT, "add_dtensor('%s'): one "
+                         "placement per mesh axis is needed: mesh %r, "
+                         "placements %r" % (name, m.shape, places))
+        order = strided or "distribute"
+        if has_strided(places) and strided is None and \
+                not strided_orders_agree(info.shape, m.shape, places):
+            raise N.fail(Status.INVALID_ARGUMENT, "add_dtensor('%s'): shape "
+                         "%s with placements %r is uneven along a strided "
+                         "dimension, where distribute_tensor and FSDP2 keep "
+                         "different elements; say which made it: "
+                         "strided='fsdp2' or strided='distribute'" % (
+                             name, list(info.shape), places))
+        ranks = m.ranks if only_rank is None else \
+            [N.as_int(only_rank, "only_rank")]
+        for rank in ranks:
+            got = m.local_boxes(info.shape, places, rank, order)
+            if got is None:
+                continue
+            self._add_local(name, info, rank, got[0], got[1], buf_i, boff)
+        return self
+
+    def _add_dtensor_all(self, name: str, m: DeviceMesh, places: List[Any],
+                         buffer: int, byte_offset: int) -> "Layout":
+        """Plain placements on every rank: the C library places them."""
+        codes = placement_codes(places)
+        r = N.result()
+        with N.vectors(list(m.shape), list(m.ranks), codes) as v:
+            C.rsw_layout_add_dtensor(r, self._h(), name, v[0], v[1], v[2],
+                                     buffer, byte_offset)
+        self._check(r)
+        info = self._tensors.get(name)
+        if info is not None:
+            for rank in m.ranks:
+                shape = m.local_shape(info.shape, places, rank)
+                self._need(name, rank, buffer, byte_offset, shape, None)
+        return self
+
+    def _add_local(self, name: str, info: TensorInfo, rank: int,
+                   local_shape: Sequence[int], boxes: Sequence[Any],
+                   buffer: int, byte_offset: int) -> None:
+        """The boxes of one rank's dense local tensor of ``local_shape``
+        at ``byte_offset`` of its buffer."""
+        if not boxes:
+            return
+        rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
+        strides = [1] * len(local_shape)
+        for d in range(len(local_shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * local_shape[d + 1]
+        dense = len(boxes) == 1
+        for b in boxes:
+            at = sum(p * s for p, s in zip(b.local, strides))
+            self._add_box(name, rank_i, b.offset, b.extent, buffer,
+                          byte_offset + at * info.dtype.itemsize,
+                          [] if dense else strides)
+        self._need(name, rank_i, buffer, byte_offset, local_shape, None,
+                   local_shape)
+
+    # ---- a whole state dict --------------------------------------------------
+
+    def add_state_dict(self, state_dict: Mapping[str, Any], *,
+                       rank: Optional[int] = None,
+                       dtypes: Optional[Mapping[str, DTypeLike]] = None,
+                       strided: Optional[str] = None,
+                       first_buffer: int = 0) -> "Layout":
+        """Declare every tensor of ``state_dict`` (name -> value) and add
+        its shards, each tensor in its own buffer (the i-th entry in
+        buffer ``first_buffer + i``, on every rank), remembered by name
+        for :meth:`Plan.bind_state_dict`.
+
+        A value is a torch DTensor or a :class:`ShardedTensor` (global
+        shape, dtype, device mesh and placements are read from it), or a
+        plain tensor or array, which ``rank`` holds whole. ``rank``: the
+        rank of this process, which adds its own shards (then
+        :meth:`allgather`); None adds every rank of each DTensor's mesh
+        (in one process). ``dtypes`` overrides a tensor's dtype (a numpy
+        uint16 array carrying bf16: ``{"w": "bf16"}``). ``strided``: see
+        :meth:`add_dtensor` (FSDP2 state dicts: ``"fsdp2"``)."""
+        rank_i = None if rank is None else N.int32(rank, "rank",
+                                                   Status.UNKNOWN_RANK)
+        dtypes = dtypes or {}
+        for i, (name, value) in enumerate(state_dict.items()):
+            buf = first_buffer + i
+            dt = to_dtype(dtypes.get(name, getattr(value, "dtype", None)))
+            shape = tuple(int(s) for s in value.shape)
+            self.add_tensor(name, dt, shape)
+            if is_dtensor(value):
+                mesh = DeviceMesh.of(value.device_mesh)
+                self.add_dtensor(name, mesh=mesh, placements=value.placements,
+                                 buffer=buf, only_rank=rank_i,
+                                 strided=strided)
+                ranks = mesh.ranks if rank_i is None else \
+                    [rank_i] if rank_i in mesh else []
+            else:
+                if rank_i is None:
+                    raise N.fail(Status.INVALID_ARGUMENT, "add_state_dict: "
+                                 "'%s' is a plain %s, held whole by the "
+                                 "rank of this process: give rank=" % (
+                                     name, type(value).__name__))
+                self.add_shard(name, rank_i, [0] * len(shape), shape, buf)
+                ranks = [rank_i]
+            for r in ranks:
+                self._buffer_names.setdefault(r, {})[name] = buf
+        return self
+
+    def name_buffer(self, rank: int, name: str, buffer: int) -> "Layout":
+        """Give buffer ``buffer`` of ``rank`` the name a state dict binds
+        it by (:meth:`Plan.bind_state_dict`); recipes name an engine's
+        fused buffers this way."""
+        self._buffer_names.setdefault(
+            N.int32(rank, "rank", Status.UNKNOWN_RANK), {})[name] = \
+            N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
         return self
 
     # ---- dtype change on the way ----------------------------------------------
@@ -310,7 +419,7 @@ class Layout(_Handle):
         """Bytes buffer ``buffer`` of ``rank`` must have for the shards
         added through this object; None if none was."""
         e = self._needs.get((rank, buffer))
-        return None if e is None else e[0]
+        return None if e is None else e.nbytes
 
     def __repr__(self) -> str:
         if self.closed:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Dict, List, Optional, Tuple, Union
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _native as N
 from ._native import C
 from ._memory import Bound, export, MEMORY_HOST
-from .context import Context, _Handle
+from ._needs import check as check_binding
+from .context import Context, Transport, _Handle
 from .errors import Status
 from .layout import Layout
 
@@ -69,6 +71,20 @@ def _stream(stream: Any) -> int:
     return N.as_int(stream, "stream") & ((1 << 64) - 1)
 
 
+def _torch_current_stream(context: Context) -> Any:
+    """torch's current CUDA stream for a GPU context, where torch is
+    loaded (never imported here); None otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is None or context.transport != Transport.NCCL:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        return torch.cuda.current_stream().cuda_stream
+    except Exception:
+        return None
+
+
 class Plan(_Handle):
     """The plan that turns layout ``src`` into layout ``dst`` (both from
     one context). Self-contained: the layouts may be closed afterwards.
@@ -89,11 +105,13 @@ class Plan(_Handle):
             N.raise_for(r)
         self._handle = C.rsw_result_plan(r)
         self.context: Context = src.context
-        # What the plan's buffers need (as far as Python saw it added).
-        self._needs = ({k: (v[0], frozenset(v[1]))
-                        for k, v in src._needs.items()},
-                       {k: (v[0], frozenset(v[1]))
-                        for k, v in dst._needs.items()})
+        # What the plan's buffers need (as far as Python saw it added),
+        # and the names a state dict binds by, per side.
+        self._needs = tuple({k: v.copy() for k, v in lay._needs.items()}
+                            for lay in (src, dst))
+        self._buffer_names = tuple(
+            {rank: dict(names) for rank, names in lay._buffer_names.items()}
+            for lay in (src, dst))
         self._bound: Dict[Tuple[int, int, int], Bound] = {}
         self._in_flight = False
         self._json: Optional[Dict[str, Any]] = None
@@ -208,38 +226,30 @@ class Plan(_Handle):
         """Say where buffer ``buffer`` of ``rank`` on ``side`` ("src" or
         "dst") lives: anything with the buffer protocol (numpy arrays,
         bytearray, memoryview, ...) or DLPack (torch tensors on CPU or
-        CUDA, CuPy, JAX, ...). It must be C-contiguous, large enough for
-        the shards in it, and writable on the destination side. The plan
-        keeps a reference to it until it is bound again or the plan is
-        closed.
+        CUDA, a DTensor's local tensor, CuPy, JAX, ...). It must be
+        C-contiguous and writable on the destination side. The plan keeps
+        a reference to it until it is bound again or the plan is closed.
 
-        With ``check_dtype``, an array whose elements have another size
-        than the dtype of the tensors in the buffer is refused (an array
-        of bytes, or of same-sized elements, such as uint16 for bf16, is
-        accepted)."""
+        What the layout says the buffer holds (as added through Python on
+        this process) is checked: a typed object's dtype must be the
+        tensor's exactly (float16 is not bf16, int32 not float32), and its
+        shape the shard's local shape (or flat with as many elements);
+        a buffer holding several shards needs their extent, in their one
+        dtype. Untyped bytes (bytearray, a uint8 array) are taken for any
+        dtype, checked for size only; so is any object with
+        ``check_dtype=False``. numpy has no bfloat16: a uint16 array
+        carries bf16 bits (ml_dtypes.bfloat16 is checked as bf16). A torch tensor that requires grad is bound
+        through ``detach()`` (the same memory)."""
         s = _side(side)
         rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
         buf_i = N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
         h = self._h()
-        what = "%s buffer %d of rank %d" % (s.name.lower(), buf_i, rank_i)
+        what = "Plan.bind: %s buffer %d of rank %d" % (s.name.lower(), buf_i,
+                                                        rank_i)
         b = export(memory, s == Side.DST, what)
         try:
-            need = self._needs[s].get((rank_i, buf_i))
-            if check_dtype and need is not None and b.itemsize not in (None, 1):
-                bad = sorted(d.short_name for d in need[1]
-                             if d.itemsize != b.itemsize)
-                if bad:
-                    raise N.fail(
-                        Status.INVALID_ARGUMENT,
-                        "%s: it holds %s (%s), but the %s has %d-byte "
-                        "elements%s; bind a view of matching elements, "
-                        "or bytes (check_dtype=False skips this check)" % (
-                            what, ", ".join(bad),
-                            ", ".join("%d-byte elements" % d.itemsize
-                                      for d in sorted(need[1])
-                                      if d.short_name in bad),
-                            type(b.obj).__name__, b.itemsize,
-                            " (%s)" % b.dtype.short_name if b.dtype else ""))
+            check_binding(self._needs[s].get((rank_i, buf_i)), b, what,
+                          check_dtype)
             r = N.result()
             C.rsw_plan_bind(r, h, int(s), rank_i, buf_i, b.address, b.nbytes,
                             b.memory, b.device)
@@ -253,11 +263,45 @@ class Plan(_Handle):
                 old = self._bound.pop(key, None)
                 if old is not None:
                     old.release()
+                need = self._needs[s].get((rank_i, buf_i))
+                if need is not None and need.regions:
+                    raise N.fail(r.status, "%s: %s (it holds %s)" % (
+                        what, N.python_message(r.message or ""),
+                        need.describe()))
             N.raise_for(r)
         old = self._bound.get(key)
         self._bound[key] = b
         if old is not None and old is not b:
             old.release()
+
+    def bind_state_dict(self, side: Union[Side, int, str], rank: int,
+                        state_dict: Mapping[str, Any], *,
+                        strict: bool = True) -> None:
+        """Bind every tensor of ``state_dict`` (name -> tensor, DTensor or
+        array) to the buffer the layout gave that name on ``rank``
+        (:meth:`Layout.add_state_dict`, or a recipe's engine names), with
+        the checks of :meth:`bind`. ``strict``: a name the layout does not
+        know, or a named buffer the dict lacks, is an error (else
+        skipped)."""
+        s = _side(side)
+        rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
+        names = self._buffer_names[s].get(rank_i, {})
+        if strict:
+            unknown = [k for k in state_dict if k not in names]
+            missing = [k for k in names if k not in state_dict]
+            if unknown or missing:
+                raise N.fail(Status.UNKNOWN_BUFFER, "Plan.bind_state_dict(%s,"
+                             " rank %d): %s%s%s" % (
+                                 s.name.lower(), rank_i,
+                                 "not in the layout: %s" % N.names(unknown[:8])
+                                 if unknown else "",
+                                 "; " if unknown and missing else "",
+                                 "missing from the dict: %s" % N.names(
+                                     missing[:8]) if missing else ""))
+        for name, obj in state_dict.items():
+            buf = names.get(name)
+            if buf is not None:
+                self.bind(s, rank_i, buf, obj)
 
     def bound(self, side: Union[Side, int, str], rank: int,
               buffer: int = 0) -> Any:
@@ -270,15 +314,28 @@ class Plan(_Handle):
         """Bytes the buffer must have (as far as the layout was described
         through Python on this process); None if unknown."""
         need = self._needs[_side(side)].get((rank, buffer))
-        return None if need is None else need[0]
+        return None if need is None else need.nbytes
 
     # ---- running it ----------------------------------------------------------------
+
+    def _refuse_moved(self, call: str) -> None:
+        """Refuse to run when a bound object's memory moved (a torch
+        tensor resized or set_() since it was bound): nothing is written."""
+        for (side, rank, buf), b in self._bound.items():
+            if b.moved():
+                raise N.fail(Status.INVALID_ARGUMENT, "%s: the %s bound to "
+                             "%s buffer %d of rank %d no longer has the "
+                             "memory it was bound with (resized or set_() "
+                             "since Plan.bind); nothing was moved. Bind it "
+                             "again" % (call, b.describe_type(),
+                                        Side(side).name.lower(), buf, rank))
 
     def execute(self) -> None:
         """Move the bytes: afterwards every destination shard holds its box
         of the source tensors, bit-exact. Again after the sources changed:
         no re-planning."""
         h = self._h()
+        self._refuse_moved("Plan.execute")
         r = N.result()
         C.rsw_plan_execute(r, h)
         if r.status:
@@ -286,10 +343,14 @@ class Plan(_Handle):
 
     def execute_async(self, stream: Any = None) -> None:
         """Start an execution and return without waiting. ``stream``: the
-        CUDA stream a GPU context orders the work on (None: the legacy
-        default stream; host contexts take None). Then call :meth:`test`
-        or :meth:`wait` until it ended; bound memory stays referenced."""
+        CUDA stream a GPU context orders the work on (None: torch's current
+        stream where torch is loaded, else the legacy default stream; host
+        contexts take None). Then call :meth:`test` or :meth:`wait` until
+        it ended; bound memory stays referenced."""
         h = self._h()
+        self._refuse_moved("Plan.execute_async")
+        if stream is None:
+            stream = _torch_current_stream(self.context)
         r = N.result()
         C.rsw_plan_execute_async(r, h, _stream(stream))
         if r.status:

@@ -153,9 +153,13 @@ def test_element_size_check(simple):
     with pytest.raises(reshard.ArgumentError) as ei:
         plan.bind("dst", 2, 0, np.zeros(15, np.float64))
     assert "f32" in ei.value.message and "8-byte" in ei.value.message
-    # bytes and same-sized elements are accepted; the check can be skipped
+    # same-sized elements of another dtype are refused too: int32 is not f32
+    with pytest.raises(reshard.ArgumentError) as ei:
+        plan.bind("dst", 2, 0, np.zeros(30, np.int32))
+    assert "i32" in ei.value.message and "tensor 'w'" in ei.value.message
+    assert "Plan.bind" in ei.value.message
+    # bytes are accepted; the check can be skipped
     plan.bind("dst", 2, 0, np.zeros(120, np.uint8))
-    plan.bind("dst", 2, 0, np.zeros(30, np.int32))
     plan.bind("dst", 2, 0, np.zeros(15, np.float64), check_dtype=False)
 
 

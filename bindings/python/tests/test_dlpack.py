@@ -75,8 +75,10 @@ def test_torch_element_size_and_bytes(ctx):
         with pytest.raises(reshard.ArgumentError, match="bf16"):
             plan.bind("dst", 2, 0, torch.zeros(30))  # float32
         plan.bind("dst", 2, 0, torch.zeros(60, dtype=torch.uint8))
-        plan.bind("dst", 2, 0, torch.zeros(30, dtype=torch.int16))
-        plan.bind("dst", 2, 0, torch.zeros(30, dtype=torch.float16))
+        for other in (torch.int16, torch.float16):  # same size, not bf16
+            with pytest.raises(reshard.ArgumentError, match="bf16"):
+                plan.bind("dst", 2, 0, torch.zeros(30, dtype=other))
+        plan.bind("dst", 2, 0, torch.zeros(6, 5, dtype=torch.bfloat16))
         with pytest.raises(reshard.ArgumentError) as ei:
             plan.bind("dst", 2, 0, torch.zeros(10, dtype=torch.bfloat16))
         assert ei.value.status == Status.BUFFER_TOO_SMALL
