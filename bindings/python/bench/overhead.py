@@ -123,7 +123,7 @@ def main() -> int:
             bind_torch = None
             try:
                 import torch
-                t = torch.from_numpy(arr.view(np.int16))
+                t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
                 bind_torch = median_time(lambda: plan.bind("src", 0, 0, t), k)
             except ImportError:
                 pass

@@ -290,7 +290,8 @@ class Layout(_Handle):
         plain tensor or array, which ``rank`` holds whole. ``rank``: the
         rank of this process, which adds its own shards (then
         :meth:`allgather`); None adds every rank of each DTensor's mesh
-        (in one process). ``dtypes`` overrides a tensor's dtype (a numpy
+        (in one process); several ranks may add theirs to one layout.
+        ``dtypes`` overrides a tensor's dtype (a numpy
         uint16 array carrying bf16: ``{"w": "bf16"}``). ``strided``: see
         :meth:`add_dtensor` (FSDP2 state dicts: ``"fsdp2"``)."""
         rank_i = None if rank is None else N.int32(rank, "rank",
@@ -300,7 +301,15 @@ class Layout(_Handle):
             buf = first_buffer + i
             dt = to_dtype(dtypes.get(name, getattr(value, "dtype", None)))
             shape = tuple(int(s) for s in value.shape)
-            self.add_tensor(name, dt, shape)
+            known = self._tensors.get(name)
+            if known is None:
+                self.add_tensor(name, dt, shape)
+            elif known != TensorInfo(name, dt, shape):
+                raise N.fail(Status.DUPLICATE_NAME, "add_state_dict: '%s' is "
+                             "already declared as %s %s, not %s %s" % (
+                                 name, known.dtype.short_name,
+                                 list(known.shape), dt.short_name,
+                                 list(shape)))
             if is_dtensor(value):
                 mesh = DeviceMesh.of(value.device_mesh)
                 self.add_dtensor(name, mesh=mesh, placements=value.placements,

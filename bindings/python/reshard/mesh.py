@@ -10,6 +10,7 @@ sharding one dimension nest left to right, as DTensor does.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
@@ -17,7 +18,7 @@ from typing import (Any, Dict, Iterator, List, NamedTuple, Optional, Sequence,
 
 from . import _native as N
 from ._native import C
-from .errors import Status
+from .errors import Error, Status
 
 __all__ = ["Shard", "Replicate", "StridedShard", "Placement", "DeviceMesh",
            "ShardedTensor", "is_dtensor",
@@ -221,10 +222,18 @@ def dtensor_local_runs(shape: Sequence[int], mesh_shape: Sequence[int],
     (sizes multiplying to f) left. The two agree wherever the sharded
     sizes divide evenly; :func:`strided_orders_agree` says whether they
     do for a tensor."""
-    shape_l = N.int_list(shape, "shape")
-    mesh_l = N.int_list(mesh_shape, "mesh_shape")
-    coord_l = N.int_list(coord, "coord")
-    places = [placement(p) for p in placements]
+    return _local_runs(tuple(N.int_list(shape, "shape")),
+                       tuple(N.int_list(mesh_shape, "mesh_shape")),
+                       tuple(placement(p) for p in placements),
+                       tuple(N.int_list(coord, "coord")), strided)
+
+
+@functools.lru_cache(maxsize=65536)
+def _local_runs(shape_l: Tuple[int, ...], mesh_l: Tuple[int, ...],
+                places: Tuple[Placement, ...], coord_l: Tuple[int, ...],
+                strided: str) -> Tuple[Runs, ...]:
+    """dtensor_local_runs on normalized arguments (a state dict repeats
+    a few shapes over many tensors and ranks: cached)."""
     if len(places) != len(mesh_l) or len(coord_l) != len(mesh_l):
         raise N.fail(Status.INVALID_ARGUMENT, "one placement and one "
                      "coordinate per mesh axis: mesh %r, placements %r, "
@@ -266,12 +275,20 @@ def strided_orders_agree(shape: Sequence[int], mesh_shape: Sequence[int],
     divide evenly). False also where the FSDP2 order does not apply."""
     if not has_strided(placements):
         return True
-    coords = itertools.product(*(range(s) for s in mesh_shape))
+    return _orders_agree(tuple(N.int_list(shape, "shape")),
+                         tuple(N.int_list(mesh_shape, "mesh_shape")),
+                         tuple(placement(p) for p in placements))
+
+
+@functools.lru_cache(maxsize=4096)
+def _orders_agree(shape: Tuple[int, ...], mesh: Tuple[int, ...],
+                  places: Tuple[Placement, ...]) -> bool:
+    coords = itertools.product(*(range(s) for s in mesh))
     try:
-        return all(dtensor_local_runs(shape, mesh_shape, placements, c) ==
-                   dtensor_local_runs(shape, mesh_shape, placements, c,
-                                      "fsdp2") for c in coords)
-    except Exception:
+        return all(_local_runs(shape, mesh, places, c, "distribute") ==
+                   _local_runs(shape, mesh, places, c, "fsdp2")
+                   for c in coords)
+    except Error:
         return False
 
 
