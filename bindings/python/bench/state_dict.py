@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 import reshard
+from overhead import loaded_libreshard  # this folder
 from reshard import Shard, ShardedTensor, StridedShard
 
 BF16 = int(reshard.DType.BF16)
@@ -38,13 +39,7 @@ ENGINE = reshard.DeviceMesh((4,), [4, 5, 6, 7], ("tp",))
 
 
 def library() -> ctypes.CDLL:
-    path = None
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if "libreshard.so" in line:
-                path = line.split()[-1]
-                break
-    lib = ctypes.CDLL(path or "libreshard.so.0")
+    lib = loaded_libreshard()
     P, I, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     sig = {
         "rs_layout_create": [P, ctypes.POINTER(P)],
