@@ -75,9 +75,10 @@ int main(int argc, char **argv) {
   if (reps < 1) reps = 1;
   bench_print_machine("bench_async_overlap");
   size_t half = (size_t)ROWS * COLS / 2 * sizeof(uint16_t);
-  printf("workload: bf16 %d x %d (%.0f MiB), rows on ranks 0-1 -> columns "
-         "on ranks 2-3, in process\n",
-         ROWS, COLS, 2.0 * (double)half / BENCH_MIB);
+  printf(
+      "workload: bf16 %d x %d (%.0f MiB), rows on ranks 0-1 -> columns "
+      "on ranks 2-3, in process\n",
+      ROWS, COLS, 2.0 * (double)half / BENCH_MIB);
   int64_t off[2], ext[2];
   for (int i = 0; i < 2; i++) {
     src[i] = bench_xmalloc(half);
@@ -90,8 +91,8 @@ int main(int argc, char **argv) {
   rs_layout *lay[2];
   for (int side = 0; side < 2; side++) {
     BENCH_CHECK(ctx, rs_layout_create(ctx, &lay[side]));
-    BENCH_CHECK(ctx, rs_layout_add_tensor(lay[side], "w", RS_DTYPE_BF16, 2,
-                                          shape));
+    BENCH_CHECK(ctx,
+                rs_layout_add_tensor(lay[side], "w", RS_DTYPE_BF16, 2, shape));
     for (int i = 0; i < 2; i++) {
       if (side == 0)
         src_box(i, off, ext);
@@ -117,24 +118,28 @@ int main(int argc, char **argv) {
     t[r] = (bench_now() - t0) * 1e3;
   }
   double copy_ms = bench_median(t, reps);
-  printf("copy    : rs_plan_execute alone x %d, min %.1f ms, median %.1f "
-         "ms\n",
-         reps, bench_min(t, reps), copy_ms);
+  printf(
+      "copy    : rs_plan_execute alone x %d, min %.1f ms, median %.1f "
+      "ms\n",
+      reps, bench_min(t, reps), copy_ms);
   free(t);
   if (work_ms < 0) work_ms = copy_ms;
-  printf("work    : %.1f ms of CPU-bound caller work between "
-         "rs_plan_execute_async and rs_plan_wait\n",
-         work_ms);
+  printf(
+      "work    : %.1f ms of CPU-bound caller work between "
+      "rs_plan_execute_async and rs_plan_wait\n",
+      work_ms);
   double off_min, off_med, on_min, on_med;
   int64_t bad_off, bad_on;
   run_mode(ctx, plan, 0, reps, work_ms, &off_min, &off_med, &bad_off);
   run_mode(ctx, plan, 1, reps, work_ms, &on_min, &on_med, &bad_on);
-  printf("off     : async + work + wait x %d, min %.1f ms, median %.1f ms "
-         "(work + copy = %.1f ms)\n",
-         reps, off_min, off_med, work_ms + copy_ms);
-  printf("on      : async + work + wait x %d, min %.1f ms, median %.1f ms "
-         "(max(work, copy) = %.1f ms)\n",
-         reps, on_min, on_med, work_ms > copy_ms ? work_ms : copy_ms);
+  printf(
+      "off     : async + work + wait x %d, min %.1f ms, median %.1f ms "
+      "(work + copy = %.1f ms)\n",
+      reps, off_min, off_med, work_ms + copy_ms);
+  printf(
+      "on      : async + work + wait x %d, min %.1f ms, median %.1f ms "
+      "(max(work, copy) = %.1f ms)\n",
+      reps, on_min, on_med, work_ms > copy_ms ? work_ms : copy_ms);
   char a[32], b[32], c[32];
   bench_table_header();
   snprintf(a, sizeof a, "%.1f", on_med);

@@ -14,7 +14,7 @@ struct rsi_progress {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pthread_t th;
-  pid_t pid; /* the process that started the thread */
+  pid_t pid;             /* the process that started the thread */
   void (*fn)(void *arg); /* the job posted and not returned; NULL: none */
   void *arg;
   bool quit;
@@ -93,9 +93,7 @@ void rsi_progress_wait(rsi_progress *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
-bool rsi_progress_forked(const rsi_progress *p) {
-  return p->pid != getpid();
-}
+bool rsi_progress_forked(const rsi_progress *p) { return p->pid != getpid(); }
 
 void rsi_progress_destroy(rsi_progress *p) {
   if (!p || rsi_progress_forked(p)) return;

@@ -131,17 +131,16 @@ static void case_failure_reaches_the_caller(hcase *c) {
 
 static void case_refused_below_multiple(hcase *c) {
   rs_context *ctx = NULL;
-  if (!h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context"))
-    return;
+  if (!h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL, "context")) return;
   h_status(c, rs_context_set_param(ctx, RS_PARAM_PROGRESS_THREAD, 1),
            RS_ERR_UNSUPPORTED, ctx, "RS_PARAM_PROGRESS_THREAD = 1");
   const char *msg = rs_context_last_error(ctx);
-  EXPECT(c, strstr(msg, "MPI_THREAD_FUNNELED") &&
-                strstr(msg, "MPI_THREAD_MULTIPLE"),
-         "the message names neither level: %s", msg);
+  EXPECT(
+      c,
+      strstr(msg, "MPI_THREAD_FUNNELED") && strstr(msg, "MPI_THREAD_MULTIPLE"),
+      "the message names neither level: %s", msg);
   int64_t v = -1;
-  h_ok(c, rs_context_get_param(ctx, RS_PARAM_PROGRESS_THREAD, &v), ctx,
-       "get");
+  h_ok(c, rs_context_get_param(ctx, RS_PARAM_PROGRESS_THREAD, &v), ctx, "get");
   EXPECT(c, v == 0, "the refused setting was kept: %lld", (long long)v);
   h_ok(c, rs_context_set_param(ctx, RS_PARAM_PROGRESS_THREAD, 0), ctx,
        "0 is always taken");
@@ -159,9 +158,10 @@ int main(int argc, char **argv) {
       &argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED);
   if (multiple && provided < MPI_THREAD_MULTIPLE) {
     if (h_rank == 0)
-      printf("SKIP: this MPI provides thread level %d, not "
-             "MPI_THREAD_MULTIPLE\n",
-             provided);
+      printf(
+          "SKIP: this MPI provides thread level %d, not "
+          "MPI_THREAD_MULTIPLE\n",
+          provided);
     MPI_Finalize();
     return 0;
   }
@@ -172,8 +172,8 @@ int main(int argc, char **argv) {
     h_run_case(&(hcase_def){"failure_reaches_the_caller",
                             case_failure_reaches_the_caller});
   } else if (provided == MPI_THREAD_FUNNELED) {
-    h_run_case(&(hcase_def){"refused_below_multiple",
-                            case_refused_below_multiple});
+    h_run_case(
+        &(hcase_def){"refused_below_multiple", case_refused_below_multiple});
   } else if (h_rank == 0) {
     printf("SKIP: asked for MPI_THREAD_FUNNELED, got level %d\n", provided);
   }

@@ -141,9 +141,9 @@ Test(progress, calls_in_flight_are_refused) {
   cr_assert_eq(rs_plan_execute(other), RS_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(rs_context_last_error(h.ctx), "another plan"), "%s",
             rs_context_last_error(h.ctx));
-  cr_assert_eq(rs_plan_bind(h.plan, RS_SIDE_DST, 0, 0, h.buf[1][0][0],
-                            h.size[1][0][0]),
-               RS_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(
+      rs_plan_bind(h.plan, RS_SIDE_DST, 0, 0, h.buf[1][0][0], h.size[1][0][0]),
+      RS_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(rs_context_last_error(h.ctx), "in flight"), "%s",
             rs_context_last_error(h.ctx));
   cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_COPY_THREADS, 2),
@@ -241,8 +241,7 @@ Test(progress, destroy_another_plan_in_flight) {
   cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &other), RS_OK);
   cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
   rs_plan_destroy(other);
-  cr_assert_eq(rs_plan_wait(h.plan), RS_OK, "%s",
-               rs_context_last_error(h.ctx));
+  cr_assert_eq(rs_plan_wait(h.plan), RS_OK, "%s", rs_context_last_error(h.ctx));
   rh_check_destinations(&h);
   rh_fini(&h);
 }
@@ -255,8 +254,7 @@ Test(progress, off_again_is_todays_behaviour) {
   cr_assert_eq(rs_plan_execute(h.plan), RS_OK); /* on the caller's thread */
   cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
   cr_assert_eq(rs_plan_wait(h.plan), RS_OK);
-  cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_PROGRESS_THREAD, 0),
-               RS_OK);
+  cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_PROGRESS_THREAD, 0), RS_OK);
   rh_poison_destinations(&h);
   cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
   int done = -1;
