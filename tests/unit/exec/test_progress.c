@@ -128,19 +128,16 @@ Test(progress, test_polls_until_done) {
 
 /* While the thread runs the execution (or until the caller saw it end),
  * the calls that would race with it are refused, with a message in the
- * context's record that the thread does not touch. */
+ * context's record that the thread does not touch (a second execution:
+ * test_async.c's one_execution_in_flight_per_context); another plan of
+ * the context destroyed meanwhile (a garbage collector may do it) waits
+ * for the thread first. */
 Test(progress, calls_in_flight_are_refused) {
   rh h;
   ready(&h, 2048, true, "refused");
   rs_plan *other = NULL;
   cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &other), RS_OK);
   cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(rs_context_last_error(h.ctx), "this plan"), "%s",
-            rs_context_last_error(h.ctx));
-  cr_assert_eq(rs_plan_execute(other), RS_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(rs_context_last_error(h.ctx), "another plan"), "%s",
-            rs_context_last_error(h.ctx));
   cr_assert_eq(
       rs_plan_bind(h.plan, RS_SIDE_DST, 0, 0, h.buf[1][0][0], h.size[1][0][0]),
       RS_ERR_INVALID_ARGUMENT);
@@ -150,6 +147,7 @@ Test(progress, calls_in_flight_are_refused) {
                RS_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(rs_context_last_error(h.ctx), "progress thread"), "%s",
             rs_context_last_error(h.ctx));
+  rs_plan_destroy(other);
   /* a succeeding execution leaves the caller's last message alone */
   cr_assert_eq(rs_plan_wait(h.plan), RS_OK);
   cr_assert(strstr(rs_context_last_error(h.ctx), "progress thread"), "%s",
@@ -159,7 +157,6 @@ Test(progress, calls_in_flight_are_refused) {
   cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_COPY_THREADS, 2), RS_OK);
   cr_assert_eq(rs_plan_execute(h.plan), RS_OK, "%s",
                rs_context_last_error(h.ctx));
-  rs_plan_destroy(other);
   rh_fini(&h);
 }
 
@@ -228,20 +225,6 @@ Test(progress, destroy_context_first_then_plan_in_flight) {
   h.lay[0] = h.lay[1] = NULL;
   rs_plan_destroy(h.plan); /* waits, then the last unref joins the thread */
   h.plan = NULL;
-  rh_check_destinations(&h);
-  rh_fini(&h);
-}
-
-/* Another plan of the context destroyed while one runs on the thread
- * (a garbage collector may do it): it waits for the thread first. */
-Test(progress, destroy_another_plan_in_flight) {
-  rh h;
-  ready(&h, 2048, true, "destroy another");
-  rs_plan *other = NULL;
-  cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &other), RS_OK);
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
-  rs_plan_destroy(other);
-  cr_assert_eq(rs_plan_wait(h.plan), RS_OK, "%s", rs_context_last_error(h.ctx));
   rh_check_destinations(&h);
   rh_fini(&h);
 }
