@@ -162,43 +162,32 @@ Test(progress, calls_in_flight_are_refused) {
 
 /* A failure on the thread (an abort: 64 MiB in 32 KiB rounds cannot be
  * over before the abort a few instructions later) reaches the caller
- * with its status and message, as without the thread; the context is
- * done. */
+ * with its status and message, as without the thread, whether seen by
+ * rs_plan_wait or by polling rs_plan_test; the context is done. */
 Test(progress, failure_reaches_the_caller, .timeout = 120) {
-  rh h;
-  ready(&h, 4096, true, "failure");
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
-  cr_assert_eq(rs_context_abort(h.ctx), RS_OK);
-  rs_status st = rs_plan_wait(h.plan);
-  cr_assert_eq(st, RS_ERR_TRANSPORT, "%s", rs_status_name(st));
-  cr_assert(strstr(rs_context_last_error(h.ctx), "rs_context_abort"), "%s",
-            rs_context_last_error(h.ctx));
-  int done = 0;
-  cr_assert_eq(rs_plan_test(h.plan, &done), RS_ERR_TRANSPORT);
-  cr_assert_eq(done, 1);
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_ERR_TRANSPORT);
-  cr_assert(strstr(rs_context_last_error(h.ctx), "rs_context_abort"), "%s",
-            rs_context_last_error(h.ctx));
-  rh_fini(&h);
-}
-
-/* The same seen through rs_plan_test. */
-Test(progress, failure_reaches_test, .timeout = 120) {
-  rh h;
-  ready(&h, 4096, true, "failure via test");
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
-  cr_assert_eq(rs_context_abort(h.ctx), RS_OK);
-  int done = 0;
-  rs_status st = RS_OK;
-  for (int i = 0; !done; i++) {
-    st = rs_plan_test(h.plan, &done);
-    cr_assert_lt(i, 100000, "never done");
-    if (!done) sleep_ms(1);
+  for (int polled = 0; polled <= 1; polled++) {
+    rh h;
+    ready(&h, 4096, true, polled ? "failure, polled" : "failure, waited");
+    cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
+    cr_assert_eq(rs_context_abort(h.ctx), RS_OK);
+    int done = 0;
+    rs_status st = RS_OK;
+    for (int i = 0; polled && !done; i++) {
+      st = rs_plan_test(h.plan, &done);
+      cr_assert_lt(i, 100000, "never done");
+      if (!done) sleep_ms(1);
+    }
+    if (!polled) st = rs_plan_wait(h.plan);
+    cr_assert_eq(st, RS_ERR_TRANSPORT, "%s", rs_status_name(st));
+    cr_assert(strstr(rs_context_last_error(h.ctx), "rs_context_abort"), "%s",
+              rs_context_last_error(h.ctx));
+    cr_assert_eq(rs_plan_test(h.plan, &done), RS_ERR_TRANSPORT);
+    cr_assert_eq(done, 1);
+    cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_ERR_TRANSPORT);
+    cr_assert(strstr(rs_context_last_error(h.ctx), "rs_context_abort"), "%s",
+              rs_context_last_error(h.ctx));
+    rh_fini(&h);
   }
-  cr_assert_eq(st, RS_ERR_TRANSPORT, "%s", rs_status_name(st));
-  cr_assert(strstr(rs_context_last_error(h.ctx), "rs_context_abort"), "%s",
-            rs_context_last_error(h.ctx));
-  rh_fini(&h);
 }
 
 /* Destroyed in flight: the plan waits for its execution (every byte
