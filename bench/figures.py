@@ -28,6 +28,7 @@ BENCHES = {
     "bench_colocated": ([], True),
     "bench_mpi_fp8": ([], True),
     "bench_exec_local": (["5"], False),
+    "bench_async_overlap": (["9"], False),
     "bench_convert": ([], False),
     "bench_plan_dsv3": (["3"], False),
     "bench_plan_blowups": ([], False),

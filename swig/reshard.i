@@ -146,6 +146,7 @@ typedef struct rs_plan rs_plan;
 %constant int RS_PARAM_STAGING_BYTES = 100;
 %constant int RS_PARAM_SLICE_BYTES = 101;
 %constant int RS_PARAM_COPY_THREADS = 102;
+%constant int RS_PARAM_PROGRESS_THREAD = 103;
 %constant int RS_PARAM_TIMEOUT_MS = 200;
 %constant int RS_PARAM_INTEGRITY = 201;
 %constant int RS_PARAM_PLAN_PART = 300;

@@ -240,6 +240,28 @@ func TestCopyThreadsParam(t *testing.T) {
 	}
 }
 
+// ParamProgressThread: 0 by default, 2 refused, 1 taken; ExecuteAsync
+// then Wait delivers as before.
+func TestProgressThreadParam(t *testing.T) {
+	q := newQuick(t)
+	defer q.closeAll()
+	if v, err := q.ctx.Param(ParamProgressThread); err != nil || v != 0 {
+		t.Fatalf("default progress thread %d, %v", v, err)
+	}
+	if err := q.ctx.SetParam(ParamProgressThread, 2); !errors.Is(err, ErrBadParam) {
+		t.Fatalf("progress thread 2: %v", err)
+	}
+	if err := q.ctx.SetParam(ParamProgressThread, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.plan.ExecuteAsync(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.plan.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A plan made without boxes (ParamPlanBoxes 0) has the same figures and
 // fingerprint, no box in its JSON, and is for inspection, not execution.
 func TestPlanWithoutBoxes(t *testing.T) {

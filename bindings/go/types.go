@@ -9,7 +9,7 @@ import (
 	"libreshard.dev/reshard/internal/rsw"
 )
 
-// Version is the version of the loaded libreshard, "0.5.0".
+// Version is the version of the loaded libreshard, "0.6.0".
 func Version() string { return rsw.Rsw_version() }
 
 // DType is an element type (rs_dtype).
@@ -105,14 +105,15 @@ type Param int
 
 // The settings; reshard.h gives their bounds and defaults.
 const (
-	ParamStagingBytes = Param(rsw.RS_PARAM_STAGING_BYTES)
-	ParamSliceBytes   = Param(rsw.RS_PARAM_SLICE_BYTES)  // deprecated, no effect
-	ParamCopyThreads  = Param(rsw.RS_PARAM_COPY_THREADS) // host copies over threads; 0: one a CPU; since 0.5
-	ParamTimeoutMS    = Param(rsw.RS_PARAM_TIMEOUT_MS)
-	ParamIntegrity    = Param(rsw.RS_PARAM_INTEGRITY)
-	ParamPlanPart     = Param(rsw.RS_PARAM_PLAN_PART)  // -1 whole plan, else one rank's part
-	ParamPlanBoxes    = Param(rsw.RS_PARAM_PLAN_BOXES) // 0: plans to inspect, not to run
-	ParamRounds       = Param(rsw.RS_PARAM_ROUNDS)     // a Rounds; since 0.5
+	ParamStagingBytes   = Param(rsw.RS_PARAM_STAGING_BYTES)
+	ParamSliceBytes     = Param(rsw.RS_PARAM_SLICE_BYTES)     // deprecated, no effect
+	ParamCopyThreads    = Param(rsw.RS_PARAM_COPY_THREADS)    // host copies over threads; 0: one a CPU; since 0.5
+	ParamProgressThread = Param(rsw.RS_PARAM_PROGRESS_THREAD) // 1: execute_async hands host executions to a thread; since 0.6
+	ParamTimeoutMS      = Param(rsw.RS_PARAM_TIMEOUT_MS)
+	ParamIntegrity      = Param(rsw.RS_PARAM_INTEGRITY)
+	ParamPlanPart       = Param(rsw.RS_PARAM_PLAN_PART)  // -1 whole plan, else one rank's part
+	ParamPlanBoxes      = Param(rsw.RS_PARAM_PLAN_BOXES) // 0: plans to inspect, not to run
+	ParamRounds         = Param(rsw.RS_PARAM_ROUNDS)     // a Rounds; since 0.5
 )
 
 // Rounds says how a plan is cut into rounds (rs_rounds, ParamRounds).

@@ -227,6 +227,7 @@ local PARAM = {
   staging_bytes = C.RS_PARAM_STAGING_BYTES,
   slice_bytes = C.RS_PARAM_SLICE_BYTES,
   copy_threads = C.RS_PARAM_COPY_THREADS,
+  progress_thread = C.RS_PARAM_PROGRESS_THREAD,
   timeout_ms = C.RS_PARAM_TIMEOUT_MS,
   integrity = C.RS_PARAM_INTEGRITY,
   plan_part = C.RS_PARAM_PLAN_PART,
@@ -778,7 +779,9 @@ end
 -- "integrity" (a boolean or 0/1), "plan_part" (-1, or the rank whose part
 -- of plans made afterwards is kept), "plan_boxes" (a boolean or 0/1: false
 -- makes plans to inspect, not to run), "copy_threads" (threads that copy
--- host memory in an execution: 1 the default, 0 one per CPU), "rounds"
+-- host memory in an execution: 1 the default, 0 one per CPU),
+-- "progress_thread" (a boolean or 0/1: execute_async hands an execution on
+-- a host context to a thread of the context; since 0.6), "rounds"
 -- (reshard.rounds.packed, the default, or reshard.rounds.by_domain_pair)
 -- or "slice_bytes", or a RS_PARAM_ code.
 function Context:set_param(p, value)

@@ -4,6 +4,8 @@
  * on (transport, engine) is set and torn down by session/open.c. */
 #include "base/context.h"
 
+#include "base/progress.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,6 +64,9 @@ void rsi_context_unref(rs_context *ctx) {
   if (!ctx) return;
   if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
     return;
+  /* Idle by now: every plan, which waits for its execution when it is
+   * destroyed, held a reference. */
+  rsi_progress_destroy(ctx->progress);
   if (ctx->close) ctx->close(ctx);
   free(ctx->domain_of);
   free(ctx->err);
@@ -78,6 +83,7 @@ static int64_t *param_slot(rs_context *ctx, rs_param param) {
     case RS_PARAM_PLAN_BOXES: return &ctx->plan_boxes;
     case RS_PARAM_ROUNDS: return &ctx->rounds;
     case RS_PARAM_COPY_THREADS: return &ctx->copy_threads;
+    case RS_PARAM_PROGRESS_THREAD: return &ctx->progress_thread;
   }
   return NULL;
 }
@@ -106,6 +112,7 @@ rs_status rsi_param_bounds(rs_param param, int64_t *lo, int64_t *hi,
       *hi = 86400000;
       return RS_OK;
     case RS_PARAM_INTEGRITY:
+    case RS_PARAM_PROGRESS_THREAD:
       *lo = 0;
       *hi = 1;
       return RS_OK;
@@ -146,11 +153,13 @@ rs_status rsi_context_get_param(const rs_context *ctx, rs_param param,
   return RS_OK;
 }
 
-void rsi_context_fail(rs_context *ctx) {
+void rsi_context_fail(rs_context *ctx) { rsi_context_fail_why(ctx, ctx->err); }
+
+void rsi_context_fail_why(rs_context *ctx, const rsi_err *why) {
   if (ctx->failed) return;
   ctx->failed = true;
-  size_t n = strnlen(ctx->err->msg, sizeof ctx->failure - 1);
-  memcpy(ctx->failure, ctx->err->msg, n); /* the start says most */
+  size_t n = strnlen(why->msg, sizeof ctx->failure - 1);
+  memcpy(ctx->failure, why->msg, n); /* the start says most */
   ctx->failure[n] = '\0';
 }
 

@@ -33,6 +33,7 @@ struct rs_context {
   int64_t plan_boxes; /* RS_PARAM_PLAN_BOXES */
   int64_t rounds; /* RS_PARAM_ROUNDS: an rs_rounds */
   int64_t copy_threads; /* RS_PARAM_COPY_THREADS, read by own_engine */
+  int64_t progress_thread; /* RS_PARAM_PROGRESS_THREAD */
   struct rsi_transport *transport;
   bool failed; /* a transfer failed part-way: the context is done */
   atomic_bool aborted; /* rs_context_abort was called (any thread) */
@@ -44,6 +45,14 @@ struct rs_context {
   struct rsi_engine *own_engine;
   /* The plan whose execution is in flight, or NULL: one at a time. */
   struct rs_plan *running;
+  /* The progress thread (base/progress.h), started by the first
+   * execution handed to it; NULL until then. Joined at the last unref. */
+  struct rsi_progress *progress;
+  /* The plan whose execution the progress thread runs, until the caller
+   * saw it end (rs_plan_test saying done, rs_plan_wait); NULL otherwise.
+   * Read and written by the caller's thread only: while it is set, the
+   * caller reads nothing the thread writes (exec/exec.c). */
+  struct rs_plan *handed;
   char failure[384]; /* why, as first recorded */
   uint64_t agreements; /* plans agreed on so far (exec_guard.c) */
   /* Of the last failure: the rank that gave up first (-1: none yet), its
@@ -98,6 +107,9 @@ bool rsi_context_inherited(const rs_context *ctx);
 
 /* The context is done: keep the message recorded last as the reason. */
 void rsi_context_fail(rs_context *ctx);
+/* The same, with the reason recorded in `why` (an execution on the
+ * progress thread records into a record of its own). */
+void rsi_context_fail_why(rs_context *ctx, const rsi_err *why);
 
 
 /* True when this process drives rank r. */

@@ -1,8 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Executing a plan: binding memory, the checks made before any byte
- * moves, and the life of an execution (start, test, wait, abort). The
+ * moves, and the life of an execution (start, test, wait, abort), on the
+ * caller's thread or handed to the context's progress thread. The
  * driver (exec_run.c) moves the bytes; exec_guard.c makes an execution
- * between processes trustworthy. */
+ * between processes trustworthy.
+ *
+ * An execution handed to the progress thread (RS_PARAM_PROGRESS_THREAD)
+ * is the thread's from rs_plan_execute_async's return until the caller's
+ * thread sees it end (rsi_progress_ended or _wait, which order what the
+ * thread wrote before what the caller reads next). Meanwhile the caller's
+ * calls read only ctx->handed, which only the caller's thread writes:
+ * test and wait look at the thread, destroy waits for it, and bind,
+ * execute and set_param refuse; the execution records its failure in
+ * its own record, never in the context's, which the caller may read. */
 #include "exec/exec.h"
 
 #include <stdlib.h>
@@ -13,6 +23,7 @@
 #include "exec/exec_guard.h"
 #include "exec/exec_run.h"
 #include "exec/exec_state.h"
+#include "base/progress.h"
 #include "base/sigpipe.h"
 #include "transport/transport.h"
 
@@ -25,6 +36,7 @@ static const char *memory_name(int memory) {
 }
 
 static rs_status settle_fork(rs_plan *plan);
+static rs_status collect(rs_plan *plan);
 
 rs_status rsi_plan_bind(rs_plan *plan, rs_side side, int rank, int buffer,
                         void *ptr, size_t bytes, int memory, int device) {
@@ -209,6 +221,14 @@ static rs_status settle_fork(rs_plan *plan) {
   if (ctx->pid == getpid()) return RS_OK;
   if (between_processes(plan)) return rsi_context_usable(ctx);
   ctx->pid = getpid();
+  /* The parent's progress thread is not here: what it ended before the
+   * fork is collected, what it ran is orphaned below. */
+  if (ctx->progress && rsi_progress_forked(ctx->progress))
+    ctx->progress = NULL; /* the parent's record, left alone */
+  rs_plan *h = ctx->handed;
+  if (h && h->exec->phase == PHASE_IDLE) collect(h);
+  if (h) h->exec->err = NULL;
+  ctx->handed = NULL;
   rs_plan *r = ctx->running;
   if (r && r->exec) {
     r->exec->phase = PHASE_IDLE;
@@ -231,6 +251,7 @@ static rs_status orphan_ended(rs_plan *plan) {
 }
 
 bool rsi_exec_in_flight(const rs_plan *plan) {
+  if (plan->ctx->handed == plan) return true; /* the thread's: not read */
   const struct rsi_exec *x = plan->exec;
   return x && (x->phase != PHASE_IDLE || x->undrained);
 }
@@ -242,6 +263,9 @@ void rsi_exec_release(rs_plan *plan) {
   if (!x) return;
   rs_context *ctx = plan->ctx;
   settle_fork(plan);
+  /* Another plan's execution on the progress thread uses the context's
+   * engine and failure record: it ends first (its caller collects it). */
+  if (ctx->handed && ctx->handed != plan) rsi_progress_wait(ctx->progress);
   if (rsi_exec_in_flight(plan) && !rsi_context_inherited(ctx)) {
     /* Destroyed in flight: the execution is waited for, within the
      * timeout as every wait is; if it fails, the context is done (its
@@ -281,7 +305,7 @@ static rs_status end_execution(rs_plan *plan, rs_status st) {
     rsi_guard_fail(plan, st);
   else if (st != RS_OK && st != RS_ERR_NO_MEMORY) { /* partly written */
     if (queued(plan)) plan->ctx->transport->ops->abandon(plan->ctx->transport);
-    rsi_context_fail(plan->ctx);
+    rsi_context_fail_why(plan->ctx, rsi_exec_err(plan));
   }
   x->phase = PHASE_IDLE;
   x->last = st;
@@ -346,7 +370,14 @@ static rs_status enqueue(rs_plan *plan) {
 
 /* What this rank checks and builds before it takes part: the queue, the
  * bindings, and at the first execution the driver and its staging. */
-static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
+/* Whether rs_plan_execute_async hands the execution to the progress
+ * thread (a queued transport's work is asynchronous already). */
+static bool hands_off(const rs_plan *plan) {
+  return plan->ctx->progress_thread && !queued(plan);
+}
+
+static rs_status ready_locally(rs_plan *plan, void *queue, bool async,
+                               rsi_err *err) {
   rs_context *ctx = plan->ctx;
   if (queue && ctx->engine->ops->memory == RSI_MEMORY_HOST)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
@@ -367,28 +398,33 @@ static rs_status ready_locally(rs_plan *plan, void *queue, rsi_err *err) {
   RSI_TRY(check_bindings(plan, err));
   if (!plan->exec->driver)
     RSI_TRY(rsi_driver_create(plan, &plan->exec->driver, err));
+  if (async && hands_off(plan) && !ctx->progress)
+    RSI_TRY(rsi_progress_create(&ctx->progress, err));
   return RS_OK;
 }
 
-static rs_status start_execution(rs_plan *plan, void *queue) {
+static rs_status start_execution(rs_plan *plan, void *queue, bool async) {
   rs_context *ctx = plan->ctx;
   rsi_err *err = ctx->err;
-  if (ctx->running)
+  /* ctx->running is the thread's while an execution is handed to it */
+  rs_plan *busy = ctx->handed ? ctx->handed : ctx->running;
+  if (busy)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "an execution of %s plan is still in flight on this "
                     "context: wait for it (rs_plan_wait) first",
-                    ctx->running == plan ? "this" : "another");
+                    busy == plan ? "this" : "another");
   RSI_TRY(rsi_context_usable(ctx));
   /* Without memory for its own state a rank cannot tell its peers it
    * refused: they time out. */
   if (!plan->exec && !(plan->exec = calloc(1, sizeof *plan->exec)))
     return RSI_NOMEM(err);
-  rs_status st = ready_locally(plan, queue, err);
+  rs_status st = ready_locally(plan, queue, async, err);
   /* Between processes the other ranks wait for this one: a refusal is
    * told to them, not just returned. */
   if (st != RS_OK)
     return between_processes(plan) ? rsi_guard_refuse(plan, err) : st;
   struct rsi_exec *x = plan->exec;
+  x->err = NULL;
   if (between_processes(plan)) RSI_TRY(rsi_guard_prepare(plan, err));
   if (ctx->transport->ops->set_integrity)
     ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
@@ -411,7 +447,7 @@ static rs_status start_execution(rs_plan *plan, void *queue) {
  * (its status returned), *progress when anything moved. */
 static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
   struct rsi_exec *x = plan->exec;
-  rsi_err *err = plan->ctx->err;
+  rsi_err *err = rsi_exec_err(plan);
   *done = false;
   *progress = false;
   rs_status st = RS_OK;
@@ -461,9 +497,49 @@ static rs_status step_once(rs_plan *plan, bool *done, bool *progress) {
   return RS_OK;
 }
 
+/* Until the execution in flight ended, advancing it on this thread; its
+ * status (queued work may still be on its queue: drain). */
+static rs_status run_steps(rs_plan *plan) {
+  while (plan->exec->phase != PHASE_IDLE) {
+    bool finished, progress;
+    rs_status st = step_once(plan, &finished, &progress);
+    if (finished && st != RS_OK) return st;
+    if (!finished && !progress) rsi_pause();
+  }
+  return RS_OK;
+}
+
+/* The progress thread's job: the handed execution, to its end. Its
+ * status is x->last; its failure is recorded in x->thread_err. */
+static void run_handed(void *arg) { run_steps(arg); }
+
+static void hand_off(rs_plan *plan) {
+  struct rsi_exec *x = plan->exec;
+  x->thread_err.status = RS_OK;
+  x->thread_err.msg[0] = '\0';
+  x->err = &x->thread_err;
+  plan->ctx->handed = plan;
+  rsi_progress_post(plan->ctx->progress, run_handed, plan);
+}
+
+/* On the caller's thread, once the progress thread ended the handed
+ * execution: the plan is the caller's again, and a failure reaches the
+ * context's record as if the caller had driven the execution. */
+static rs_status collect(rs_plan *plan) {
+  struct rsi_exec *x = plan->exec;
+  plan->ctx->handed = NULL;
+  x->err = NULL;
+  if (x->last != RS_OK) *plan->ctx->err = x->thread_err;
+  return x->last;
+}
+
 static rs_status test_execution(rs_plan *plan, int *done) {
   *done = 1;
   if (!plan->exec) return RS_OK;
+  if (plan->ctx->handed == plan) {
+    *done = rsi_progress_ended(plan->ctx->progress);
+    return *done ? collect(plan) : RS_OK;
+  }
   if (plan->exec->orphaned) return orphan_ended(plan);
   if (plan->exec->phase == PHASE_IDLE) {
     rs_status st = drain(plan, false);
@@ -478,13 +554,12 @@ static rs_status test_execution(rs_plan *plan, int *done) {
 
 static rs_status wait_execution(rs_plan *plan) {
   if (!plan->exec) return RS_OK;
-  if (plan->exec->orphaned) return orphan_ended(plan);
-  while (plan->exec->phase != PHASE_IDLE) {
-    bool finished, progress;
-    rs_status st = step_once(plan, &finished, &progress);
-    if (finished && st != RS_OK) return st;
-    if (!finished && !progress) rsi_pause();
+  if (plan->ctx->handed == plan) {
+    rsi_progress_wait(plan->ctx->progress);
+    return collect(plan);
   }
+  if (plan->exec->orphaned) return orphan_ended(plan);
+  RSI_TRY(run_steps(plan));
   return drain(plan, true);
 }
 
@@ -498,11 +573,15 @@ static rs_status held(exec_call call, rs_plan *plan, void *queue, int *done) {
   rsi_sigpipe_hold h;
   rsi_sigpipe_hold_begin(&h);
   switch (call) {
-    case CALL_START: st = start_execution(plan, queue); break;
+    case CALL_START:
+      st = start_execution(plan, queue, true);
+      if (st == RS_OK && hands_off(plan) && plan->exec->phase != PHASE_IDLE)
+        hand_off(plan);
+      break;
     case CALL_TEST: st = test_execution(plan, done); break;
     case CALL_WAIT: st = wait_execution(plan); break;
     case CALL_RUN:
-      st = start_execution(plan, NULL);
+      st = start_execution(plan, NULL, false);
       if (st == RS_OK) st = wait_execution(plan);
       break;
   }

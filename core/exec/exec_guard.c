@@ -559,7 +559,7 @@ void rsi_guard_fail(rs_plan *plan, rs_status status) {
   rs_context *ctx = plan->ctx;
   if (ctx->failed) return;
   if (ctx->cause_rank < 0) rsi_blame_self(ctx, status, ctx->culprit);
-  rsi_context_fail(ctx);
+  rsi_context_fail_why(ctx, rsi_exec_err(plan));
   ctx->transport->ops->abandon(ctx->transport);
   send_notices(plan);
 }

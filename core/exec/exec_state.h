@@ -23,6 +23,12 @@ struct rsi_exec {
   /* It was in flight in the parent when this process forked; the child
    * did not inherit the thread running it (settle_fork). */
   bool orphaned;
+  /* Where the execution in flight records its failure: NULL, the
+   * context's record (driven by the caller's calls); &thread_err while the
+   * progress thread runs it, copied to the context's record by the
+   * caller's thread once it saw it end (exec.c, collect). */
+  rsi_err *err;
+  rsi_err thread_err;
   rsi_exchange greeting;
   /* The ranks compared fingerprints before the first run (exec_guard.c). */
   bool agreed;
@@ -34,5 +40,10 @@ struct rsi_exec {
   int *peers;
   int npeers;
 };
+
+/* Where the execution of plan records a failure (see rsi_exec.err). */
+static inline rsi_err *rsi_exec_err(const rs_plan *plan) {
+  return plan->exec && plan->exec->err ? plan->exec->err : plan->ctx->err;
+}
 
 #endif

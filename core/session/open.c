@@ -106,9 +106,32 @@ rs_status rsi_context_create_module(const char *module,
 }
 
 
+/* RS_PARAM_PROGRESS_THREAD = 1 where the transport cannot have one. */
+static rs_status check_progress_thread(rs_context *ctx) {
+  rsi_transport *tp = ctx->transport;
+  if (tp && tp->ops->join)
+    return RSI_FAIL(ctx->err, RS_ERR_UNSUPPORTED,
+                    "RS_PARAM_PROGRESS_THREAD: the %s transport's work is "
+                    "already asynchronous on its stream; no progress thread "
+                    "is needed",
+                    tp->ops->name);
+  if (tp && tp->no_progress_thread)
+    return RSI_FAIL(ctx->err, RS_ERR_UNSUPPORTED,
+                    "RS_PARAM_PROGRESS_THREAD: %s", tp->no_progress_thread);
+  return RS_OK;
+}
+
 rs_status rsi_session_set_param(rs_context *ctx, rs_param param,
                                 int64_t value) {
   rsi_transport *tp = ctx->transport;
+  if (ctx->handed)
+    return RSI_FAIL(ctx->err, RS_ERR_INVALID_ARGUMENT,
+                    "parameter %d: an execution runs on this context's "
+                    "progress thread, which reads the settings; wait for it "
+                    "(rs_plan_wait) first; nothing was changed",
+                    (int)param);
+  if (param == RS_PARAM_PROGRESS_THREAD && value == 1)
+    RSI_TRY(check_progress_thread(ctx));
   if (param == RS_PARAM_INTEGRITY && value && tp && !tp->ops->set_integrity &&
       (ctx->rank != RS_ALL_RANKS || tp->ops->join)) {
     int64_t lo, hi; /* out of bounds says so first */

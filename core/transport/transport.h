@@ -165,14 +165,19 @@ struct rsi_transport {
   /* The copy engine of the memory this transport moves, owned by the
    * transport; NULL: host memory (rsi_host_engine). */
   struct rsi_engine *engine;
+  /* Why a progress thread (RS_PARAM_PROGRESS_THREAD) may not drive this
+   * transport beside the caller's own calls to its engine, as a sentence
+   * in static storage; NULL: it may. */
+  const char *no_progress_thread;
 };
 
 /* What a transport module exports. A module `name` is a shared object
  * libreshard-<name>.so.<major> exporting `const rsi_module rsi_module_<name>`;
  * transport/module.c finds and loads it (see there for where it looks). */
 /* 5: rsi_transport_ops grew send_direct and recv_direct; 6:
- * rsi_control_ops grew alltoallv. */
-#define RSI_MODULE_ABI 6u
+ * rsi_control_ops grew alltoallv; 7: rsi_transport grew
+ * no_progress_thread. */
+#define RSI_MODULE_ABI 7u
 
 /* What a transport is created on: a versioned struct, so that fields can
  * be added at its end without a new module ABI. The caller fills `size`

@@ -16,8 +16,21 @@ int h_rank, h_np;
 int64_t h_elems_checked, h_moves_planned, h_executions, h_rounds_max;
 static int passed, failed;
 
+static void init_after_mpi(void);
+
 void h_init(int *argc, char ***argv) {
   MPI_Init(argc, argv);
+  init_after_mpi();
+}
+
+int h_init_thread(int *argc, char ***argv, int required) {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(argc, argv, required, &provided);
+  init_after_mpi();
+  return provided;
+}
+
+static void init_after_mpi(void) {
   MPI_Comm_rank(MPI_COMM_WORLD, &h_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &h_np);
   setvbuf(stdout, NULL, _IOLBF, 0);

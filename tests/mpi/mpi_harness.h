@@ -25,6 +25,9 @@
 extern int h_rank, h_np;
 
 void h_init(int *argc, char ***argv);
+/* h_init with MPI_Init_thread at the `required` level; the level MPI
+ * provides. */
+int h_init_thread(int *argc, char ***argv, int required);
 /* Print the summary, finalize MPI; returns the exit code (0: all passed). */
 int h_finish(void);
 

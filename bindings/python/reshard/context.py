@@ -34,6 +34,7 @@ class Param(enum.IntEnum):
     STAGING_BYTES = 100
     SLICE_BYTES = 101
     COPY_THREADS = 102
+    PROGRESS_THREAD = 103
     TIMEOUT_MS = 200
     INTEGRITY = 201
     PLAN_PART = 300
@@ -347,6 +348,22 @@ class Context(_Handle):
     @copy_threads.setter
     def copy_threads(self, n: int) -> None:
         self.set_param(Param.COPY_THREADS, n)
+
+    @property
+    def progress_thread(self) -> bool:
+        """Whether ``execute_async`` hands an execution on a host context
+        (in process, MPI) to a thread of the context, so that it goes on
+        while the caller works; ``test`` then only looks and ``wait``
+        blocks. Off by default (it advances inside ``test`` and ``wait``
+        only). Refused on NCCL contexts and on MPI below
+        ``MPI_THREAD_MULTIPLE``. While the thread runs an execution, only
+        that plan's ``test``, ``wait`` and destruction, and ``abort``, may
+        be called on the context. Since 0.6."""
+        return bool(self.get_param(Param.PROGRESS_THREAD))
+
+    @progress_thread.setter
+    def progress_thread(self, on: bool) -> None:
+        self.set_param(Param.PROGRESS_THREAD, 1 if on else 0)
 
     # ---- what is made from it ---------------------------------------------------
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """execute_async, test, wait, abort."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import pytest
 import reshard
 from reshard import Status
 
-from conftest import bind_all, check
+from conftest import bind_all, check, rows_to_cols
 
 
 def test_execute_async_then_test(simple):
@@ -104,3 +105,59 @@ def test_other_threads_run_during_execute(ctx):
         t.join()
         assert not errors
         np.testing.assert_array_equal(a, b)
+
+
+def test_progress_thread_runs_while_the_caller_works(ctx):
+    """Context.progress_thread: execute_async returns, the execution ends
+    while the caller does other work (the first test() afterwards finds it
+    done), and the destination is exact."""
+    assert ctx.progress_thread is False
+    ctx.progress_thread = True
+    assert ctx.progress_thread is True
+    assert ctx.get_param(reshard.Param.PROGRESS_THREAD) == 1
+    shape = (2048, 1024)
+    src, dst = rows_to_cols(ctx, shape)
+    plan = ctx.plan(src, dst)
+    full = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    s = [full[:1024].copy(), full[1024:].copy()]
+    d = [np.zeros((2048, 512), np.float32), np.zeros((2048, 512), np.float32)]
+    bind_all(plan, s, d)
+    for _ in range(2):
+        s[0] += 1
+        s[1] += 1
+        d[0][:] = -1
+        d[1][:] = -1
+        plan.execute_async()
+        assert plan.in_flight
+        # the caller's own work (8 MiB move: milliseconds of the thread's)
+        acc = 0.0
+        for _ in range(20):
+            acc += float(np.sum(np.sqrt(np.arange(200_000, dtype=np.float64))))
+            time.sleep(0.05)
+        assert acc > 0
+        assert plan.test(), "not done after 1 s: the thread did not run it"
+        plan.wait()
+        now = np.concatenate(s)  # the sources as they are: bit-exact
+        np.testing.assert_array_equal(d[0], now[:, :512])
+        np.testing.assert_array_equal(d[1], now[:, 512:])
+    plan.close()
+    src.close()
+    dst.close()
+
+
+def test_progress_thread_refusals(ctx, simple):
+    plan, full, s, d = simple
+    with pytest.raises(reshard.Error) as ei:
+        ctx.set_param(reshard.Param.PROGRESS_THREAD, 2)
+    assert ei.value.status == Status.BAD_PARAM
+    assert "[0, 1]" in ei.value.message
+    ctx.progress_thread = True
+    bind_all(plan, s, d)
+    plan.execute_async()
+    with pytest.raises(reshard.Error) as ei:  # the thread reads them
+        ctx.copy_threads = 2
+    assert ei.value.status == Status.INVALID_ARGUMENT
+    assert "progress thread" in ei.value.message
+    plan.wait()
+    check(full, d)
+    ctx.copy_threads = 2  # ended: taken again

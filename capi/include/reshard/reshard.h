@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 5
+#define RS_VERSION_MINOR 6
 #define RS_VERSION_PATCH 0
 /* The three lines above are the one place the version is written: the
  * build (CMakeLists.txt) reads them, so they must stay one plain number
@@ -275,6 +275,28 @@ typedef enum rs_param {
    *  When it pays, and fork(): docs/ABI.md, "Settings and figures in
    *  full". @since 0.5 */
   RS_PARAM_COPY_THREADS = 102,
+  /** 1: on a host context (in process, MPI) rs_plan_execute_async hands
+   *  the execution to a progress thread of the context and returns, so
+   *  that it goes on while the caller does other work; rs_plan_test then
+   *  only looks whether it ended, and rs_plan_wait blocks until it did.
+   *  0 (the default): the execution advances inside rs_plan_test and
+   *  rs_plan_wait only. Bounds [0, 1]. Read by rs_plan_execute_async;
+   *  rs_plan_execute runs on the calling thread either way. The thread is
+   *  started by the first execution handed to it (RS_ERR_NO_MEMORY when it
+   *  cannot be) and joined when the context is destroyed. While the
+   *  thread runs an execution, the caller may call, on that context and
+   *  the handles made from it, only rs_plan_test, rs_plan_wait and
+   *  rs_plan_destroy on that plan (destroy waits first),
+   *  rs_context_last_error, and rs_context_abort; rs_plan_execute,
+   *  rs_plan_execute_async, rs_plan_bind and rs_context_set_param are
+   *  refused (RS_ERR_INVALID_ARGUMENT), anything else is illegal until
+   *  the caller saw it end. Errors of rs_context_set_param for 1:
+   *  RS_ERR_UNSUPPORTED on NCCL contexts (their work is already
+   *  asynchronous on the stream) and on MPI contexts where MPI was not
+   *  initialised with MPI_THREAD_MULTIPLE (MPI_Init_thread; the message
+   *  names the level). docs/ABI.md, "Settings and figures in full".
+   *  @since 0.6 */
+  RS_PARAM_PROGRESS_THREAD = 103,
   /** How long to wait for a peer before RS_ERR_TIMEOUT, in milliseconds.
    *  Default 60000, or RESHARD_TIMEOUT_MS where it is set within the
    *  bounds (since 0.5; docs/ABI.md); bounds [1, 86400000]. After a
@@ -332,7 +354,9 @@ typedef enum rs_rounds {
  * Set a parameter. Errors: RS_ERR_NULL_POINTER, RS_ERR_BAD_PARAM (unknown
  * parameter, or value outside rs_param_bounds; the setting is unchanged),
  * RS_ERR_UNSUPPORTED (RS_PARAM_INTEGRITY on a transport that cannot
- * checksum: NCCL). @since 0.1
+ * checksum: NCCL; RS_PARAM_PROGRESS_THREAD = 1 on a context that cannot
+ * have one, since 0.6), RS_ERR_INVALID_ARGUMENT (an execution runs on
+ * the context's progress thread, since 0.6). @since 0.1
  */
 RS_API rs_status rs_context_set_param(rs_context *ctx, rs_param param,
                                       int64_t value);
@@ -931,8 +955,10 @@ RS_API rs_status rs_plan_bind_memory(rs_plan *plan, rs_side side, int rank,
  * the call returns once all of it is enqueued after what is already on
  * the stream, and the destination is ready when the stream reaches that
  * point (reshard_nccl.h); host contexts take NULL. Afterwards call
- * rs_plan_test or rs_plan_wait until the execution ends: between processes
- * it makes progress only inside those calls (and rs_plan_execute). One
+ * rs_plan_test or rs_plan_wait until the execution ends: on a host context
+ * it makes progress only inside those calls (and rs_plan_execute), unless
+ * RS_PARAM_PROGRESS_THREAD is 1, which hands it to the context's progress
+ * thread (since 0.6; what the caller may do meanwhile is said there). One
  * execution may be in flight per context (on a GPU context of one process,
  * an enqueued execution no longer counts: the next may be enqueued at
  * once); the bound buffers must stay valid and the sources unchanged until

@@ -81,6 +81,26 @@ static void pick_xxh3_once(void) {
 #endif
 }
 
+/* A progress thread calls MPI while the caller may call it too: that
+ * needs MPI_THREAD_MULTIPLE. The level MPI was initialised with, when it
+ * is lower, in a sentence. */
+static const char *progress_refusal(void) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level >= MPI_THREAD_MULTIPLE) return NULL;
+  return level == MPI_THREAD_SERIALIZED
+             ? "MPI was initialised with MPI_THREAD_SERIALIZED; a progress "
+               "thread calling MPI beside the caller needs "
+               "MPI_THREAD_MULTIPLE (MPI_Init_thread)"
+         : level == MPI_THREAD_FUNNELED
+             ? "MPI was initialised with MPI_THREAD_FUNNELED; a progress "
+               "thread calling MPI beside the caller needs "
+               "MPI_THREAD_MULTIPLE (MPI_Init_thread)"
+             : "MPI was initialised with MPI_THREAD_SINGLE; a progress "
+               "thread calling MPI beside the caller needs "
+               "MPI_THREAD_MULTIPLE (MPI_Init_thread)";
+}
+
 /* Once per process, whichever thread creates a context first. */
 static void pick_xxh3(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -986,6 +1006,7 @@ static rs_status mpi_create(const rsi_module_args *args, rsi_transport **out,
   if (!mt) return RSI_NOMEM(err);
   mt->base.ops = &mpi_ops;
   mt->base.control = &mpi_control;
+  mt->base.no_progress_thread = progress_refusal();
   mt->notice_req = MPI_REQUEST_NULL;
   pick_xxh3();
   MPI_Comm_rank(user, &mt->rank);

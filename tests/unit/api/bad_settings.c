@@ -30,6 +30,7 @@ TestSuite(settings, .init = fx_setup, .fini = fx_teardown);
 #define BOXES RS_PARAM_PLAN_BOXES, 1
 #define THREADS RS_PARAM_COPY_THREADS, 1
 #define ROUNDS RS_PARAM_ROUNDS, RS_ROUNDS_PACKED
+#define PROGRESS RS_PARAM_PROGRESS_THREAD, 0
 
 /* ------------------------------------------------- values out of bounds */
 
@@ -65,6 +66,8 @@ static const value_case value_cases[] = {
     {"rounds_negative", ROUNDS, -1, true, "outside"},
     {"copy_threads_negative", THREADS, -1, true, "outside"},
     {"copy_threads_one_above_max", THREADS, 257, true, "outside"},
+    {"progress_thread_two", PROGRESS, 2, true, "outside"},
+    {"progress_thread_negative", PROGRESS, -1, true, "outside"},
     {"value_int64_min", TIMEOUT, INT64_MIN, true, "outside"},
     {"value_int64_max", STAGING, INT64_MAX, true, "outside"},
 };
@@ -113,7 +116,7 @@ typedef struct param_case {
 static const param_case param_cases[] = {
     {"param_unknown", 4242, NULL},
     {"param_zero", 0, "unknown parameter"},
-    {"param_just_above_copy_threads", 103, "unknown parameter"},
+    {"param_just_above_progress_thread", 104, "unknown parameter"},
     {"param_just_below_timeout", 199, "unknown parameter"},
     {"param_just_above_integrity", 202, "unknown parameter"},
     {"param_just_below_plan_part", 299, "unknown parameter"},

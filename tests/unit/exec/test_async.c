@@ -59,22 +59,28 @@ Test(async, wait_after_start_and_again) {
   rh_fini(&h);
 }
 
+/* With the progress thread too (RS_PARAM_PROGRESS_THREAD, test_progress.c),
+ * where the thread runs the execution meanwhile. */
 Test(async, one_execution_in_flight_per_context) {
-  rh h;
-  ready(&h, "one_execution_in_flight_per_context");
-  rs_plan *other = NULL;
-  cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &other), RS_OK);
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
-  cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(rs_context_last_error(h.ctx), "this plan"), "%s",
-            rs_context_last_error(h.ctx));
-  cr_assert_eq(rs_plan_execute(other), RS_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(rs_context_last_error(h.ctx), "another plan"), "%s",
-            rs_context_last_error(h.ctx));
-  cr_assert_eq(rs_plan_wait(h.plan), RS_OK);
-  rh_check_destinations(&h);
-  rs_plan_destroy(other);
-  rh_fini(&h);
+  for (int thread = 0; thread <= 1; thread++) {
+    rh h;
+    ready(&h, "one_execution_in_flight_per_context");
+    cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_PROGRESS_THREAD, thread),
+                 RS_OK);
+    rs_plan *other = NULL;
+    cr_assert_eq(rs_plan_create(h.lay[0], h.lay[1], &other), RS_OK);
+    cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_OK);
+    cr_assert_eq(rs_plan_execute_async(h.plan, NULL), RS_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(rs_context_last_error(h.ctx), "this plan"), "%s",
+              rs_context_last_error(h.ctx));
+    cr_assert_eq(rs_plan_execute(other), RS_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(rs_context_last_error(h.ctx), "another plan"), "%s",
+              rs_context_last_error(h.ctx));
+    cr_assert_eq(rs_plan_wait(h.plan), RS_OK);
+    rh_check_destinations(&h);
+    rs_plan_destroy(other);
+    rh_fini(&h);
+  }
 }
 
 /* Rebinding a buffer of a plan whose execution is in flight is refused and

@@ -259,6 +259,14 @@ Test(queued, host_memory_and_checksums_are_refused) {
   int64_t v = -1;
   cr_assert_eq(rs_context_get_param(h.ctx, RS_PARAM_INTEGRITY, &v), RS_OK);
   cr_assert_eq(v, 0, "the refused setting was kept");
+  /* its work is asynchronous on the queue already: no progress thread */
+  cr_assert_eq(rs_context_set_param(h.ctx, RS_PARAM_PROGRESS_THREAD, 1),
+               RS_ERR_UNSUPPORTED);
+  cr_assert(strstr(rs_context_last_error(h.ctx), "asynchronous"), "%s",
+            rs_context_last_error(h.ctx));
+  cr_assert_eq(rs_context_get_param(h.ctx, RS_PARAM_PROGRESS_THREAD, &v),
+               RS_OK);
+  cr_assert_eq(v, 0, "the refused setting was kept");
   /* the plan still runs (the refused bind left the old binding) */
   cr_assert_eq(rs_plan_execute_async(h.plan, USER_QUEUE), RS_OK, "%s",
                rs_context_last_error(h.ctx));
