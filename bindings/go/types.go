@@ -9,7 +9,7 @@ import (
 	"libreshard.dev/reshard/internal/rsw"
 )
 
-// Version is the version of the loaded libreshard, "0.5.0".
+// Version is the version of the loaded libreshard, "0.6.0".
 func Version() string { return rsw.Rsw_version() }
 
 // DType is an element type (rs_dtype).

@@ -28,8 +28,8 @@ static rs_status fail_at(parser *p, size_t at, const char *what) {
   }
   if (p->member)
     return RSI_FAIL(p->err, RS_ERR_INVALID_ARGUMENT,
-                    "JSON: %s at line %zu, column %zu (byte %zu), in the "
-                    "value of \"%s\"",
+                    "JSON: %s at line %zu, column %zu (byte %zu), near "
+                    "member \"%s\"",
                     what, line, col, at, p->member);
   return RSI_FAIL(p->err, RS_ERR_INVALID_ARGUMENT,
                   "JSON: %s at line %zu, column %zu (byte %zu)", what, line,
@@ -246,18 +246,19 @@ static rs_status read_container(parser *p, int depth, int32_t node,
       n[last].next = child;
     last = child;
     n[node].count++;
-    p->member = outer;
     skip_ws(p);
     if (p->at >= p->len)
       return fail_at(p, p->at, object ? "the input ends inside an object"
                                       : "the input ends inside an array");
     if (p->s[p->at] == close) {
       p->at++;
+      p->member = outer;
       return RS_OK;
     }
     if (p->s[p->at] != ',')
       return fail_at(p, p->at, object ? "expected ',' or '}'"
                                       : "expected ',' or ']'");
+    p->member = outer;
     p->at++;
     skip_ws(p);
     if (p->at < p->len && p->s[p->at] == close)

@@ -58,7 +58,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define RS_VERSION_MAJOR 0
-#define RS_VERSION_MINOR 5
+#define RS_VERSION_MINOR 6
 #define RS_VERSION_PATCH 0
 /* The three lines above are the one place the version is written: the
  * build (CMakeLists.txt) reads them, so they must stay one plain number
