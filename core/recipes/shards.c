@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "recipes/recipes.h"
 
 static void dense_strides(int ndim, const int64_t *ext, int64_t *s) {
@@ -136,7 +137,7 @@ static rs_status src_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
     const rsi_rtensor *x = &m->t[t];
     const rsi_mesh *mesh = &r->smesh[t];
     rs_dtype dtype = r->td[t].src;
-    int64_t esize = (int64_t)rs_dtype_size(dtype);
+    int64_t esize = (int64_t)rsi_dtype_size(dtype);
     int buf = dtype == RS_DTYPE_F32 ? 1 : 0;
     for (int i = 0, n = rsi_mesh_size(mesh); st == RS_OK && i < n; i++) {
       rsi_rshard s;
@@ -179,7 +180,7 @@ static rs_status scale_shards(const rs_recipe *r, int rank, int buffer,
       dense_strides(x->ndim, s.ext, s.strides);
       int64_t *o = &at[s.rank - r->infer_first];
       s.byte_offset = *o;
-      *o += volume(x->ndim, s.ext) * (int64_t)rs_dtype_size(RS_DTYPE_F32);
+      *o += volume(x->ndim, s.ext) * (int64_t)rsi_dtype_size(RS_DTYPE_F32);
       if (rank < 0 || rank == s.rank) st = fn(&s, arg);
     }
   }
@@ -217,7 +218,7 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
     for (int k = 0; st == RS_OK && k < nm; k++) {
       if (!has[(size_t)q * nm + k]) continue;
       const rsi_rtensor *x = &m->t[members[k]];
-      int64_t esize = (int64_t)rs_dtype_size(r->td[members[k]].dst);
+      int64_t esize = (int64_t)rsi_dtype_size(r->td[members[k]].dst);
       rsi_rshard s = box[(size_t)q * nm + k];
       s.tensor = members[k];
       s.scales = false;
@@ -341,7 +342,7 @@ rs_status rsi_recipe_cache(rs_recipe *r, rs_side side, rsi_err *err) {
                                         : r->td[s->tensor].dst;
     int64_t last = 0;
     for (int d = 0; d < x->ndim; d++) last += (s->ext[d] - 1) * s->strides[d];
-    int64_t end = s->byte_offset + (last + 1) * (int64_t)rs_dtype_size(dt);
+    int64_t end = s->byte_offset + (last + 1) * (int64_t)rsi_dtype_size(dt);
     int64_t *nb = &c->nbytes[(size_t)s->rank * (size_t)nbuf + (size_t)s->buffer];
     if (end > *nb) *nb = end;
   }
