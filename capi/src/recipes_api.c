@@ -346,13 +346,10 @@ static rs_status add_side(rs_layout *layout, const rs_recipe *r, int rank,
   API_REQUIRE(layout, err, fn);
   err = layout->ctx->err;
   API_REQUIRE(r, err, fn);
-  int lo = side == RS_SIDE_SRC ? 0 : r->infer_first;
-  int hi = side == RS_SIDE_SRC ? r->train.world
-                               : r->infer_first + r->infer.world;
-  if (rank != RS_ALL_RANKS && (rank < lo || rank >= hi))
+  if (rank != RS_ALL_RANKS && (rank < 0 || rank >= (1 << 24)))
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                    "%s: rank %d is not one of the %s's ranks [%d, %d)", fn,
-                    rank, side == RS_SIDE_SRC ? "trainer" : "engine", lo, hi);
+                    "%s: rank %d is neither RS_ALL_RANKS nor a rank", fn,
+                    rank);
   const rs_model *m = r->model;
   add_ctx a = {layout, r, NULL, NULL};
   a.index_of = malloc(sizeof *a.index_of * 2 * (size_t)(m->n ? m->n : 1));

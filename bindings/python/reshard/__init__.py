@@ -43,6 +43,7 @@ from .errors import (ArgumentError, CorruptError, Error, InternalError,
 from .layout import Layout, ScaleRule, TensorInfo
 from .mesh import DeviceMesh, Replicate, Shard, dtensor_local_box
 from .plan import DST, SRC, STAT_NAMES, Plan, Side
+from . import recipes
 
 #: Version of the loaded libreshard ("MAJOR.MINOR.PATCH"); the bindings
 #: are versioned with the library.

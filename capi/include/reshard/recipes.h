@@ -255,10 +255,13 @@ RS_API rs_status rs_recipe_mesh_axis(const rs_recipe *recipe, rs_side side,
 /**
  * Declare every tensor of the recipe in @p layout with the trainer's
  * dtypes, and add the trainer's shards: every rank's (@p rank
- * RS_ALL_RANKS) or only rank @p rank's. The layout's context must have
- * room for the ranks. On failure the layout may hold some of the tensors.
- * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (rank outside the
- * trainer's), those of rs_layout_add_tensor and rs_layout_add_shard.
+ * RS_ALL_RANKS) or only rank @p rank's (a rank that holds nothing on this
+ * side, such as an engine rank, adds the declarations alone: what each
+ * process adds before rs_layout_allgather). The layout's context must
+ * have room for the ranks. On failure the layout is left as it was.
+ * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (a negative rank
+ * other than RS_ALL_RANKS), those of rs_layout_add_tensor and
+ * rs_layout_add_shard (a rank outside the context's).
  * @since 0.6
  */
 RS_API rs_status rs_recipe_add_train(rs_layout *layout,

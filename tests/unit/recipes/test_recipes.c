@@ -290,13 +290,25 @@ Test(recipes, one_ranks_layout_is_its_part_of_all) {
       rs_layout_destroy(one);
     }
     cr_expect_eq(sum, nall);
-    /* a rank of the other side is refused, and the layout left as it was */
+    /* a rank of the other side declares the tensors and adds nothing */
+    rs_layout *other = NULL;
+    rs_layout_create(ctx, &other);
+    st = side ? rs_recipe_add_infer(other, r, 0)
+              : rs_recipe_add_train(other, r, (int)tw);
+    cr_expect_eq(st, RS_OK, "%s", rs_context_last_error(ctx));
+    int nt = -1, nall_t = -2;
+    int64_t ns = -1;
+    rs_layout_num_tensors(other, &nt);
+    rs_layout_num_tensors(all, &nall_t);
+    rs_layout_num_shards(other, &ns);
+    cr_expect_eq(nt, nall_t);
+    cr_expect_eq(ns, 0);
+    rs_layout_destroy(other);
+    /* a negative rank is refused, and the layout left as it was */
     rs_layout *bad = NULL;
     rs_layout_create(ctx, &bad);
-    st = side ? rs_recipe_add_infer(bad, r, 0)
-              : rs_recipe_add_train(bad, r, (int)tw);
+    st = side ? rs_recipe_add_infer(bad, r, -2) : rs_recipe_add_train(bad, r, -2);
     cr_expect_eq(st, RS_ERR_INVALID_ARGUMENT);
-    int nt = -1;
     rs_layout_num_tensors(bad, &nt);
     cr_expect_eq(nt, 0);
     rs_layout_destroy(bad);
