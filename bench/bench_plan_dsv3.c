@@ -17,15 +17,15 @@
  * Local memory: one contiguous parameter buffer per dtype (Megatron style):
  * buffer 0 bf16, buffer 1 f32.
  *
- * Destination (inference, ranks 256..511 at DP2): TP8 x DP32, rank = 256 + dp*8 +
- * tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel
- * d=0 (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head),
- * row-parallel d=1 (o_proj, down, shared down), stacked experts d=1 for
- * gate/up and d=2 for down; norms, router and bias replicated. (vLLM holds
- * q_a and kv_a whole on every TP rank, as the catalog's RS_ROLE_REPL and
- * the CLI's layouts say; this bench has always split them on dim 0, and
- * keeps doing so, so that its figures stay comparable.) Local memory:
- * one buffer per tensor (vLLM style, one torch tensor per parameter).
+ * Destination (inference, ranks 256..511 at DP2): TP8 x DP32, rank = 256 + dp*8
+ * + tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel d=0
+ * (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head), row-parallel
+ * d=1 (o_proj, down, shared down), stacked experts d=1 for gate/up and d=2 for
+ * down; norms, router and bias replicated. (vLLM holds q_a and kv_a whole on
+ * every TP rank, as the catalog's RS_ROLE_REPL and the CLI's layouts say; this
+ * bench has always split them on dim 0, and keeps doing so, so that its figures
+ * stay comparable.) Local memory: one buffer per tensor (vLLM style, one torch
+ * tensor per parameter).
  *
  * Domains of 8 consecutive ranks. Each rank's part (RS_PARAM_PLAN_PART) of
  * a trainer and of an inference rank is made too: the memory it keeps
@@ -124,8 +124,8 @@ static void build_model(model *m) {
     rt_recipe_mesh(r, RS_SIDE_SRC, i, &sm);
     t->x = &m->cat.t[i];
     t->stage = sm.rank0 / STAGE_RANKS;
-    t->expert = t->x->role == RS_ROLE_EXPERT_COL ||
-                t->x->role == RS_ROLE_EXPERT_ROW;
+    t->expert =
+        t->x->role == RS_ROLE_EXPERT_COL || t->x->role == RS_ROLE_EXPERT_ROW;
     t->dst_dim = dst_dim_of(r, &m->cat, i);
   }
   rs_recipe_destroy(r);

@@ -693,7 +693,8 @@ void rsw_plan_wait(rsw_result *r, rs_plan *plan) {
   end_plan(r, rs_plan_wait(plan), plan);
 }
 
-/* ---- recipes ------------------------------------------------------------------ */
+/* ---- recipes
+ * ------------------------------------------------------------------ */
 
 int rsw_model_catalog_count(void) { return rs_model_catalog_count(); }
 
@@ -707,8 +708,7 @@ void rsw_model_from_config(rsw_result *r, const char *json) {
     fail(r, "rsw_model_from_config: no text");
     return;
   }
-  MAKE_HANDLE(r, rs_model, end, NULL, rs_model_from_config, json,
-              strlen(json));
+  MAKE_HANDLE(r, rs_model, end, NULL, rs_model_from_config, json, strlen(json));
 }
 
 void rsw_model_from_catalog(rsw_result *r, const char *name) {
@@ -729,12 +729,11 @@ void rsw_model_num_tensors(rsw_result *r, const rs_model *model) {
 
 void rsw_model_get(rsw_result *r, const rs_model *model, int param) {
   begin(r);
-  GET_VALUE(r, int64_t, end, NULL, rs_model_get, model,
-            (rs_model_param)param);
+  GET_VALUE(r, int64_t, end, NULL, rs_model_get, model, (rs_model_param)param);
 }
 
-void rsw_recipe_create(rsw_result *r, const rs_model *model,
-                       const char *train, const char *infer) {
+void rsw_recipe_create(rsw_result *r, const rs_model *model, const char *train,
+                       const char *infer) {
   begin(r);
   MAKE_HANDLE(r, rs_recipe, end, NULL, rs_recipe_create, model, train, infer);
 }

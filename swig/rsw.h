@@ -165,7 +165,8 @@ void rsw_plan_execute_async(rsw_result *r, rs_plan *plan, uint64_t queue);
 void rsw_plan_test(rsw_result *r, rs_plan *plan);
 void rsw_plan_wait(rsw_result *r, rs_plan *plan);
 
-/* ---- recipes (reshard/recipes.h, since 0.6) -------------------------------- */
+/* ---- recipes (reshard/recipes.h, since 0.6) --------------------------------
+ */
 int rsw_model_catalog_count(void);
 /* NULL outside [0, count) */
 const char *rsw_model_catalog_name(int index);
@@ -178,11 +179,10 @@ void rsw_model_num_tensors(rsw_result *r, const rs_model *model);
 /* value: the fact (an rs_model_param) */
 void rsw_model_get(rsw_result *r, const rs_model *model, int param);
 /* The trainer and engine specs resolved against the model (handle). */
-void rsw_recipe_create(rsw_result *r, const rs_model *model,
-                       const char *train, const char *infer);
+void rsw_recipe_create(rsw_result *r, const rs_model *model, const char *train,
+                       const char *infer);
 void rsw_recipe_destroy(rs_recipe *recipe);
-void rsw_recipe_set(rsw_result *r, rs_recipe *recipe, int param,
-                    int64_t value);
+void rsw_recipe_set(rsw_result *r, rs_recipe *recipe, int param, int64_t value);
 /* value: a size or setting (an rs_recipe_param) */
 void rsw_recipe_get(rsw_result *r, const rs_recipe *recipe, int param);
 /* rank: a layout rank of the side, or RS_ALL_RANKS */

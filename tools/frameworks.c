@@ -9,8 +9,8 @@
 void rt_train_read(const rs_recipe *r, rt_train *t) {
   int64_t v[9];
   static const rs_recipe_param p[9] = {
-      RS_RECIPE_TRAIN_TP, RS_RECIPE_TRAIN_CP,   RS_RECIPE_TRAIN_EP,
-      RS_RECIPE_TRAIN_ETP, RS_RECIPE_TRAIN_PP,  RS_RECIPE_TRAIN_DP,
+      RS_RECIPE_TRAIN_TP,  RS_RECIPE_TRAIN_CP,   RS_RECIPE_TRAIN_EP,
+      RS_RECIPE_TRAIN_ETP, RS_RECIPE_TRAIN_PP,   RS_RECIPE_TRAIN_DP,
       RS_RECIPE_TRAIN_EDP, RS_RECIPE_TRAIN_FSDP, RS_RECIPE_TRAIN_WORLD};
   for (int k = 0; k < 9; k++) rs_recipe_get(r, p[k], &v[k]);
   memset(t, 0, sizeof *t);

@@ -50,8 +50,7 @@ typedef struct rt_mesh {
 
 int rt_train_stage_size(const rt_train *t);
 /* The mesh tensor has on one side of a recipe (rs_recipe_mesh). */
-void rt_recipe_mesh(const rs_recipe *r, rs_side side, int tensor,
-                    rt_mesh *out);
+void rt_recipe_mesh(const rs_recipe *r, rs_side side, int tensor, rt_mesh *out);
 
 int rt_mesh_size(const rt_mesh *mesh);
 /* Coordinates of mesh index idx (row-major over the axes). */

@@ -59,10 +59,11 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
     char tr[160], in[96];
     rt_train_describe(&job->train, moe, tr, sizeof tr);
     rt_infer_describe(&job->infer, moe, in, sizeof in);
-    rt_fail(e, "--colocate: the trainer uses %d GPUs (%s) and the "
-               "inference engine %d (%s); colocation puts trainer "
-               "rank i and inference rank i on GPU i, so both sides "
-               "must use the same number of GPUs",
+    rt_fail(e,
+            "--colocate: the trainer uses %d GPUs (%s) and the "
+            "inference engine %d (%s); colocation puts trainer "
+            "rank i and inference rank i on GPU i, so both sides "
+            "must use the same number of GPUs",
             job->train.world, tr, job->infer.world, in);
     rt_job_free(job);
     return -1;

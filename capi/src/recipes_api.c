@@ -63,30 +63,72 @@ rs_status rs_model_get(const rs_model *model, rs_model_param param,
   API_REQUIRE(model, err, "rs_model_get");
   const rsi_model_info *i = &model->info;
   switch (param) {
-  case RS_MODEL_HIDDEN_SIZE: *out = i->hidden; break;
-  case RS_MODEL_NUM_LAYERS: *out = i->layers; break;
-  case RS_MODEL_NUM_HEADS: *out = i->heads; break;
-  case RS_MODEL_NUM_KV_HEADS: *out = i->kv_heads; break;
-  case RS_MODEL_HEAD_DIM: *out = i->head_dim; break;
-  case RS_MODEL_INTERMEDIATE_SIZE: *out = i->inter; break;
-  case RS_MODEL_MOE_INTERMEDIATE_SIZE: *out = i->moe_inter; break;
-  case RS_MODEL_NUM_EXPERTS: *out = i->experts; break;
-  case RS_MODEL_NUM_SHARED_EXPERTS: *out = i->shared_experts; break;
-  case RS_MODEL_FIRST_MOE_LAYER: *out = i->first_moe_layer; break;
-  case RS_MODEL_VOCAB_SIZE: *out = i->vocab; break;
-  case RS_MODEL_QK_NORM: *out = i->qk_norm; break;
-  case RS_MODEL_MLA: *out = i->mla; break;
-  case RS_MODEL_Q_LORA_RANK: *out = i->q_lora_rank; break;
-  case RS_MODEL_KV_LORA_RANK: *out = i->kv_lora_rank; break;
-  case RS_MODEL_QK_NOPE_HEAD_DIM: *out = i->qk_nope_dim; break;
-  case RS_MODEL_QK_ROPE_HEAD_DIM: *out = i->qk_rope_dim; break;
-  case RS_MODEL_V_HEAD_DIM: *out = i->v_head_dim; break;
-  case RS_MODEL_PUBLISHED_PARAMS: *out = (int64_t)i->published_params; break;
-  case RS_MODEL_TIED_EMBEDDINGS: *out = i->tied; break;
-  case RS_MODEL_NUM_FUSED: *out = model->nfuse; break;
-  default:
-    return RSI_FAIL(err, RS_ERR_BAD_PARAM, "rs_model_get: unknown parameter %d",
-                    (int)param);
+    case RS_MODEL_HIDDEN_SIZE:
+      *out = i->hidden;
+      break;
+    case RS_MODEL_NUM_LAYERS:
+      *out = i->layers;
+      break;
+    case RS_MODEL_NUM_HEADS:
+      *out = i->heads;
+      break;
+    case RS_MODEL_NUM_KV_HEADS:
+      *out = i->kv_heads;
+      break;
+    case RS_MODEL_HEAD_DIM:
+      *out = i->head_dim;
+      break;
+    case RS_MODEL_INTERMEDIATE_SIZE:
+      *out = i->inter;
+      break;
+    case RS_MODEL_MOE_INTERMEDIATE_SIZE:
+      *out = i->moe_inter;
+      break;
+    case RS_MODEL_NUM_EXPERTS:
+      *out = i->experts;
+      break;
+    case RS_MODEL_NUM_SHARED_EXPERTS:
+      *out = i->shared_experts;
+      break;
+    case RS_MODEL_FIRST_MOE_LAYER:
+      *out = i->first_moe_layer;
+      break;
+    case RS_MODEL_VOCAB_SIZE:
+      *out = i->vocab;
+      break;
+    case RS_MODEL_QK_NORM:
+      *out = i->qk_norm;
+      break;
+    case RS_MODEL_MLA:
+      *out = i->mla;
+      break;
+    case RS_MODEL_Q_LORA_RANK:
+      *out = i->q_lora_rank;
+      break;
+    case RS_MODEL_KV_LORA_RANK:
+      *out = i->kv_lora_rank;
+      break;
+    case RS_MODEL_QK_NOPE_HEAD_DIM:
+      *out = i->qk_nope_dim;
+      break;
+    case RS_MODEL_QK_ROPE_HEAD_DIM:
+      *out = i->qk_rope_dim;
+      break;
+    case RS_MODEL_V_HEAD_DIM:
+      *out = i->v_head_dim;
+      break;
+    case RS_MODEL_PUBLISHED_PARAMS:
+      *out = (int64_t)i->published_params;
+      break;
+    case RS_MODEL_TIED_EMBEDDINGS:
+      *out = i->tied;
+      break;
+    case RS_MODEL_NUM_FUSED:
+      *out = model->nfuse;
+      break;
+    default:
+      return RSI_FAIL(err, RS_ERR_BAD_PARAM,
+                      "rs_model_get: unknown parameter %d", (int)param);
   }
   return RS_OK;
 }
@@ -100,8 +142,8 @@ rs_status rs_model_num_tensors(const rs_model *model, int *out) {
   return RS_OK;
 }
 
-static rs_status tensor_index(const rs_model *model, int tensor,
-                              const char *fn, rsi_err *err) {
+static rs_status tensor_index(const rs_model *model, int tensor, const char *fn,
+                              rsi_err *err) {
   if (tensor < 0 || tensor >= model->n)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "%s: tensor %d outside [0, %d)", fn, tensor, model->n);
@@ -128,8 +170,7 @@ rs_status rs_model_tensor_info(const rs_model *model, int tensor,
 
 rs_status rs_model_tensor_role(const rs_model *model, int tensor,
                                rs_tensor_role *role, int *layer, int *kv,
-                               rs_fuse *fuse, int *fuse_group,
-                               int *fuse_slot) {
+                               rs_fuse *fuse, int *fuse_group, int *fuse_slot) {
   rsi_err *err = rsi_thread_err();
   if (role) *role = RS_ROLE_EMBED;
   if (layer) *layer = 0;
@@ -149,7 +190,8 @@ rs_status rs_model_tensor_role(const rs_model *model, int tensor,
   return RS_OK;
 }
 
-/* ---- recipes ------------------------------------------------------------------- */
+/* ---- recipes
+ * ------------------------------------------------------------------- */
 
 rs_status rs_recipe_create(const rs_model *model, const char *train,
                            const char *infer, rs_recipe **out) {
@@ -170,38 +212,38 @@ rs_status rs_recipe_set(rs_recipe *recipe, rs_recipe_param param,
   API_REQUIRE(recipe, err, "rs_recipe_set");
   bool ok;
   switch (param) {
-  case RS_RECIPE_TRAIN_DTYPE:
-    ok = value == RS_DTYPE_BF16 || value == RS_DTYPE_F32;
-    if (ok) recipe->train_dtype = (rs_dtype)value;
-    break;
-  case RS_RECIPE_INFER_DTYPE:
-    ok = value == RS_DTYPE_BF16 || value == RS_DTYPE_F32 ||
-         value == RS_DTYPE_F8_E4M3;
-    if (ok) recipe->infer_dtype = (rs_dtype)value;
-    break;
-  case RS_RECIPE_FP8_BLOCK_ROWS:
-  case RS_RECIPE_FP8_BLOCK_COLS:
-    ok = value >= 1 && value <= 65536;
-    if (ok && param == RS_RECIPE_FP8_BLOCK_ROWS) recipe->block_rows = value;
-    if (ok && param == RS_RECIPE_FP8_BLOCK_COLS) recipe->block_cols = value;
-    break;
-  case RS_RECIPE_FP8_SCALE_RULE:
-    ok = value == RS_SCALE_AMAX || value == RS_SCALE_UE8M0;
-    if (ok) recipe->rule = (rs_scale_rule)value;
-    break;
-  case RS_RECIPE_INFER_FIRST_RANK:
-    ok = value >= 0 && value <= (1 << 24);
-    if (ok) {
-      recipe->infer_first = (int)value;
-      for (int t = 0; t < recipe->model->n; t++)
-        rsi_infer_mesh(recipe->model, &recipe->infer, t, recipe->infer_first,
-                       &recipe->dmesh[t]);
-    }
-    break;
-  default:
-    return RSI_FAIL(err, RS_ERR_BAD_PARAM,
-                    "rs_recipe_set: parameter %d is unknown or read-only",
-                    (int)param);
+    case RS_RECIPE_TRAIN_DTYPE:
+      ok = value == RS_DTYPE_BF16 || value == RS_DTYPE_F32;
+      if (ok) recipe->train_dtype = (rs_dtype)value;
+      break;
+    case RS_RECIPE_INFER_DTYPE:
+      ok = value == RS_DTYPE_BF16 || value == RS_DTYPE_F32 ||
+           value == RS_DTYPE_F8_E4M3;
+      if (ok) recipe->infer_dtype = (rs_dtype)value;
+      break;
+    case RS_RECIPE_FP8_BLOCK_ROWS:
+    case RS_RECIPE_FP8_BLOCK_COLS:
+      ok = value >= 1 && value <= 65536;
+      if (ok && param == RS_RECIPE_FP8_BLOCK_ROWS) recipe->block_rows = value;
+      if (ok && param == RS_RECIPE_FP8_BLOCK_COLS) recipe->block_cols = value;
+      break;
+    case RS_RECIPE_FP8_SCALE_RULE:
+      ok = value == RS_SCALE_AMAX || value == RS_SCALE_UE8M0;
+      if (ok) recipe->rule = (rs_scale_rule)value;
+      break;
+    case RS_RECIPE_INFER_FIRST_RANK:
+      ok = value >= 0 && value <= (1 << 24);
+      if (ok) {
+        recipe->infer_first = (int)value;
+        for (int t = 0; t < recipe->model->n; t++)
+          rsi_infer_mesh(recipe->model, &recipe->infer, t, recipe->infer_first,
+                         &recipe->dmesh[t]);
+      }
+      break;
+    default:
+      return RSI_FAIL(err, RS_ERR_BAD_PARAM,
+                      "rs_recipe_set: parameter %d is unknown or read-only",
+                      (int)param);
   }
   if (!ok)
     return RSI_FAIL(err, RS_ERR_BAD_PARAM,
@@ -220,28 +262,66 @@ rs_status rs_recipe_get(const rs_recipe *recipe, rs_recipe_param param,
   const rsi_train *t = &recipe->train;
   const rsi_infer *i = &recipe->infer;
   switch (param) {
-  case RS_RECIPE_TRAIN_TP: *out = t->tp; break;
-  case RS_RECIPE_TRAIN_CP: *out = t->cp; break;
-  case RS_RECIPE_TRAIN_EP: *out = t->ep; break;
-  case RS_RECIPE_TRAIN_ETP: *out = t->etp; break;
-  case RS_RECIPE_TRAIN_PP: *out = t->pp; break;
-  case RS_RECIPE_TRAIN_DP: *out = t->dp; break;
-  case RS_RECIPE_TRAIN_EDP: *out = t->edp; break;
-  case RS_RECIPE_TRAIN_FSDP: *out = t->fsdp; break;
-  case RS_RECIPE_TRAIN_WORLD: *out = t->world; break;
-  case RS_RECIPE_INFER_TP: *out = i->tp; break;
-  case RS_RECIPE_INFER_DP: *out = i->dp; break;
-  case RS_RECIPE_INFER_EP: *out = i->ep; break;
-  case RS_RECIPE_INFER_WORLD: *out = i->world; break;
-  case RS_RECIPE_TRAIN_DTYPE: *out = recipe->train_dtype; break;
-  case RS_RECIPE_INFER_DTYPE: *out = recipe->infer_dtype; break;
-  case RS_RECIPE_FP8_BLOCK_ROWS: *out = recipe->block_rows; break;
-  case RS_RECIPE_FP8_BLOCK_COLS: *out = recipe->block_cols; break;
-  case RS_RECIPE_FP8_SCALE_RULE: *out = recipe->rule; break;
-  case RS_RECIPE_INFER_FIRST_RANK: *out = recipe->infer_first; break;
-  default:
-    return RSI_FAIL(err, RS_ERR_BAD_PARAM,
-                    "rs_recipe_get: unknown parameter %d", (int)param);
+    case RS_RECIPE_TRAIN_TP:
+      *out = t->tp;
+      break;
+    case RS_RECIPE_TRAIN_CP:
+      *out = t->cp;
+      break;
+    case RS_RECIPE_TRAIN_EP:
+      *out = t->ep;
+      break;
+    case RS_RECIPE_TRAIN_ETP:
+      *out = t->etp;
+      break;
+    case RS_RECIPE_TRAIN_PP:
+      *out = t->pp;
+      break;
+    case RS_RECIPE_TRAIN_DP:
+      *out = t->dp;
+      break;
+    case RS_RECIPE_TRAIN_EDP:
+      *out = t->edp;
+      break;
+    case RS_RECIPE_TRAIN_FSDP:
+      *out = t->fsdp;
+      break;
+    case RS_RECIPE_TRAIN_WORLD:
+      *out = t->world;
+      break;
+    case RS_RECIPE_INFER_TP:
+      *out = i->tp;
+      break;
+    case RS_RECIPE_INFER_DP:
+      *out = i->dp;
+      break;
+    case RS_RECIPE_INFER_EP:
+      *out = i->ep;
+      break;
+    case RS_RECIPE_INFER_WORLD:
+      *out = i->world;
+      break;
+    case RS_RECIPE_TRAIN_DTYPE:
+      *out = recipe->train_dtype;
+      break;
+    case RS_RECIPE_INFER_DTYPE:
+      *out = recipe->infer_dtype;
+      break;
+    case RS_RECIPE_FP8_BLOCK_ROWS:
+      *out = recipe->block_rows;
+      break;
+    case RS_RECIPE_FP8_BLOCK_COLS:
+      *out = recipe->block_cols;
+      break;
+    case RS_RECIPE_FP8_SCALE_RULE:
+      *out = recipe->rule;
+      break;
+    case RS_RECIPE_INFER_FIRST_RANK:
+      *out = recipe->infer_first;
+      break;
+    default:
+      return RSI_FAIL(err, RS_ERR_BAD_PARAM,
+                      "rs_recipe_get: unknown parameter %d", (int)param);
   }
   return RS_OK;
 }
@@ -279,8 +359,10 @@ static rs_status mesh_of(const rs_recipe *recipe, rs_side side, int tensor,
                          const char *fn, const rsi_mesh **out, rsi_err *err) {
   *out = NULL;
   if (side != RS_SIDE_SRC && side != RS_SIDE_DST)
-    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "%s: side %d is not "
-                    "RS_SIDE_SRC or RS_SIDE_DST", fn, (int)side);
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "%s: side %d is not "
+                    "RS_SIDE_SRC or RS_SIDE_DST",
+                    fn, (int)side);
   RSI_TRY(tensor_index(recipe->model, tensor, fn, err));
   *out = side == RS_SIDE_SRC ? &recipe->smesh[tensor] : &recipe->dmesh[tensor];
   return RS_OK;
@@ -301,10 +383,9 @@ rs_status rs_recipe_mesh(const rs_recipe *recipe, rs_side side, int tensor,
   return RS_OK;
 }
 
-rs_status rs_recipe_mesh_axis(const rs_recipe *recipe, rs_side side,
-                              int tensor, int axis, const char **name,
-                              int64_t *size, int *placement,
-                              int64_t *stride) {
+rs_status rs_recipe_mesh_axis(const rs_recipe *recipe, rs_side side, int tensor,
+                              int axis, const char **name, int64_t *size,
+                              int *placement, int64_t *stride) {
   rsi_err *err = rsi_thread_err();
   if (name) *name = NULL;
   if (size) *size = 0;
@@ -324,7 +405,8 @@ rs_status rs_recipe_mesh_axis(const rs_recipe *recipe, rs_side side,
   return RS_OK;
 }
 
-/* ---- adding to a layout -------------------------------------------------------- */
+/* ---- adding to a layout
+ * -------------------------------------------------------- */
 
 typedef struct add_ctx {
   rs_layout *layout;
@@ -348,8 +430,7 @@ static rs_status add_side(rs_layout *layout, const rs_recipe *r, int rank,
   API_REQUIRE(r, err, fn);
   if (rank != RS_ALL_RANKS && (rank < 0 || rank >= (1 << 24)))
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                    "%s: rank %d is neither RS_ALL_RANKS nor a rank", fn,
-                    rank);
+                    "%s: rank %d is neither RS_ALL_RANKS nor a rank", fn, rank);
   const rs_model *m = r->model;
   add_ctx a = {layout, r, NULL, NULL};
   a.index_of = malloc(sizeof *a.index_of * 2 * (size_t)(m->n ? m->n : 1));
@@ -364,8 +445,8 @@ static rs_status add_side(rs_layout *layout, const rs_recipe *r, int rank,
     a.index_of[t] = layout->ntensors;
     a.scales_of[t] = -1;
     st = rsi_layout_add_tensor(layout, x->name,
-                               side == RS_SIDE_SRC ? td->src : td->dst,
-                               x->ndim, x->shape);
+                               side == RS_SIDE_SRC ? td->src : td->dst, x->ndim,
+                               x->shape);
     if (st != RS_OK || side == RS_SIDE_SRC || !td->scaled) continue;
     char name[RSI_RNAME + 16];
     int64_t zero[RSI_RMAXD] = {0}, shape[RSI_RMAXD], soff[RSI_RMAXD];
@@ -394,19 +475,24 @@ rs_status rs_recipe_add_infer(rs_layout *layout, const rs_recipe *recipe,
   return add_side(layout, recipe, rank, RS_SIDE_DST, "rs_recipe_add_infer");
 }
 
-/* ---- shards and buffers ---------------------------------------------------------- */
+/* ---- shards and buffers
+ * ---------------------------------------------------------- */
 
 static rs_status cached(rs_recipe *r, rs_side side, int rank, const char *fn,
                         const rsi_shard_cache **out, rsi_err *err) {
   *out = NULL;
   if (side != RS_SIDE_SRC && side != RS_SIDE_DST)
-    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "%s: side %d is not "
-                    "RS_SIDE_SRC or RS_SIDE_DST", fn, (int)side);
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "%s: side %d is not "
+                    "RS_SIDE_SRC or RS_SIDE_DST",
+                    fn, (int)side);
   RSI_TRY(rsi_recipe_cache(r, side, err));
   const rsi_shard_cache *c = &r->cache[side == RS_SIDE_SRC ? 0 : 1];
   if (rank != RS_ALL_RANKS && (rank < 0 || rank >= c->nranks))
-    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT, "%s: rank %d outside "
-                    "[0, %d)", fn, rank, c->nranks);
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "%s: rank %d outside "
+                    "[0, %d)",
+                    fn, rank, c->nranks);
   *out = c;
   return RS_OK;
 }
@@ -426,8 +512,7 @@ rs_status rs_recipe_num_shards(rs_recipe *recipe, rs_side side, int rank,
 rs_status rs_recipe_shard(rs_recipe *recipe, rs_side side, int rank,
                           int64_t index, int *tensor, int *scales,
                           int *shard_rank, int64_t *offset, int64_t *extent,
-                          int *buffer, int64_t *byte_offset,
-                          int64_t *strides) {
+                          int *buffer, int64_t *byte_offset, int64_t *strides) {
   rsi_err *err = rsi_thread_err();
   if (tensor) *tensor = 0;
   if (scales) *scales = 0;
@@ -486,7 +571,9 @@ rs_status rs_recipe_buffer(rs_recipe *recipe, rs_side side, int rank,
   static const char *const train_names[] = {"param_buffer.bf16",
                                             "param_buffer.f32"};
   if (name)
-    *name = side == RS_SIDE_SRC ? train_names[buffer] : recipe->buf_name[buffer];
-  if (nbytes) *nbytes = c->nbytes[(size_t)rank * (size_t)c->nbuffers + (size_t)buffer];
+    *name =
+        side == RS_SIDE_SRC ? train_names[buffer] : recipe->buf_name[buffer];
+  if (nbytes)
+    *nbytes = c->nbytes[(size_t)rank * (size_t)c->nbuffers + (size_t)buffer];
   return RS_OK;
 }

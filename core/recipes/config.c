@@ -90,8 +90,8 @@ static rs_status get_str(reader *r, const char *key, const char **out) {
 }
 
 /* A setting the recipe cannot place unless it has its plain value. */
-static rs_status refuse_unless(reader *r, const char *key, int value,
-                               int plain, const char *why) {
+static rs_status refuse_unless(reader *r, const char *key, int value, int plain,
+                               const char *why) {
   if (value != plain)
     return RSI_FAIL(r->err, RS_ERR_UNSUPPORTED,
                     "config: \"%s\" = %d: %s (the recipe places only %d)", key,
@@ -150,8 +150,8 @@ static rs_status read_moe(reader *r, const family *f, rsi_model_info *i) {
     int freq = 1;
     RSI_TRY(get_int(r, "n_routed_experts", 1, 1, BIG, &i->experts));
     RSI_TRY(get_int(r, "n_shared_experts", 0, 0, 64, &i->shared_experts));
-    RSI_TRY(get_int(r, "first_k_dense_replace", 0, 0, BIG,
-                    &i->first_moe_layer));
+    RSI_TRY(
+        get_int(r, "first_k_dense_replace", 0, 0, BIG, &i->first_moe_layer));
     RSI_TRY(get_int(r, "moe_layer_freq", 0, 1, BIG, &freq));
     RSI_TRY(refuse_unless(r, "moe_layer_freq", freq, 1,
                           "MoE layers only every few layers"));
@@ -174,8 +174,8 @@ static rs_status read_moe(reader *r, const family *f, rsi_model_info *i) {
       return RSI_FAIL(r->err, RS_ERR_INVALID_ARGUMENT,
                       "config: \"mlp_only_layers\" must be an array, not %s",
                       rsi_json_kind_name(r->d->n[at].kind));
-    RSI_TRY(refuse_unless(r, "mlp_only_layers (entries)", r->d->n[at].count,
-                          0, "dense layers between MoE layers"));
+    RSI_TRY(refuse_unless(r, "mlp_only_layers (entries)", r->d->n[at].count, 0,
+                          "dense layers between MoE layers"));
   }
   return RS_OK;
 }

@@ -220,9 +220,9 @@ static rs_status read_container(parser *p, int depth, int32_t node,
     if (object) {
       skip_ws(p);
       if (p->at >= p->len || p->s[p->at] != '"')
-        return fail_at(p, p->at, p->at >= p->len
-                                     ? "the input ends inside an object"
-                                     : "expected a member name in quotes");
+        return fail_at(p, p->at,
+                       p->at >= p->len ? "the input ends inside an object"
+                                       : "expected a member name in quotes");
       RSI_TRY(read_string(p, &key));
       skip_ws(p);
       if (p->at >= p->len || p->s[p->at] != ':') {
@@ -248,16 +248,17 @@ static rs_status read_container(parser *p, int depth, int32_t node,
     n[node].count++;
     skip_ws(p);
     if (p->at >= p->len)
-      return fail_at(p, p->at, object ? "the input ends inside an object"
-                                      : "the input ends inside an array");
+      return fail_at(p, p->at,
+                     object ? "the input ends inside an object"
+                            : "the input ends inside an array");
     if (p->s[p->at] == close) {
       p->at++;
       p->member = outer;
       return RS_OK;
     }
     if (p->s[p->at] != ',')
-      return fail_at(p, p->at, object ? "expected ',' or '}'"
-                                      : "expected ',' or ']'");
+      return fail_at(p, p->at,
+                     object ? "expected ',' or '}'" : "expected ',' or ']'");
     p->member = outer;
     p->at++;
     skip_ws(p);
@@ -270,8 +271,10 @@ static rs_status read_value(parser *p, int depth, int32_t *out) {
   skip_ws(p);
   if (depth > RSI_JSON_MAX_DEPTH)
     return fail_at(p, p->at, "nesting deeper than 64 levels");
-  if (p->at >= p->len) return fail_at(p, p->at, "the input ends where a "
-                                                "value was expected");
+  if (p->at >= p->len)
+    return fail_at(p, p->at,
+                   "the input ends where a "
+                   "value was expected");
   char c = p->s[p->at];
   int32_t node;
   static const struct {
@@ -308,8 +311,9 @@ static rs_status read_value(parser *p, int depth, int32_t *out) {
     *out = node;
     return read_number(p, node);
   }
-  return fail_at(p, p->at, "an unexpected character where a value was "
-                           "expected");
+  return fail_at(p, p->at,
+                 "an unexpected character where a value was "
+                 "expected");
 }
 
 void rsi_json_free(rsi_json_doc *doc) {
@@ -341,8 +345,7 @@ rs_status rsi_json_parse(const char *text, size_t len, rsi_json_doc *doc,
   return st;
 }
 
-int32_t rsi_json_member(const rsi_json_doc *doc, int32_t obj,
-                        const char *key) {
+int32_t rsi_json_member(const rsi_json_doc *doc, int32_t obj, const char *key) {
   if (obj < 0 || obj >= doc->count || doc->n[obj].kind != RSI_JSON_OBJECT)
     return -1;
   int32_t found = -1;
@@ -356,12 +359,18 @@ int32_t rsi_json_member(const rsi_json_doc *doc, int32_t obj,
 
 const char *rsi_json_kind_name(rsi_json_kind kind) {
   switch (kind) {
-  case RSI_JSON_NULL: return "null";
-  case RSI_JSON_BOOL: return "a boolean";
-  case RSI_JSON_NUMBER: return "a number";
-  case RSI_JSON_STRING: return "a string";
-  case RSI_JSON_ARRAY: return "an array";
-  case RSI_JSON_OBJECT: return "an object";
+    case RSI_JSON_NULL:
+      return "null";
+    case RSI_JSON_BOOL:
+      return "a boolean";
+    case RSI_JSON_NUMBER:
+      return "a number";
+    case RSI_JSON_STRING:
+      return "a string";
+    case RSI_JSON_ARRAY:
+      return "an array";
+    case RSI_JSON_OBJECT:
+      return "an object";
   }
   return "?";
 }

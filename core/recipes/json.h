@@ -36,7 +36,7 @@ typedef struct rsi_json_node {
   double num;    /* a number's value */
   int integral;  /* the number was written without fraction or exponent */
   int boolean;
-  size_t pos;    /* byte offset of the value in the input */
+  size_t pos; /* byte offset of the value in the input */
 } rsi_json_node;
 
 typedef struct rsi_json_doc {

@@ -13,36 +13,91 @@
 #include "recipes/recipes.h"
 
 static const rsi_model_info catalog[] = {
-    {.name = "Qwen3-235B-A22B", .family = "qwen3_moe",
+    {.name = "Qwen3-235B-A22B",
+     .family = "qwen3_moe",
      .aliases = "qwen3-235b,qwen235b,qwen3-235b-a22b",
-     .hidden = 4096, .layers = 94, .heads = 64, .kv_heads = 4, .head_dim = 128,
-     .moe_inter = 1536, .experts = 128, .vocab = 151936, .qk_norm = 1,
-     .dtype = RS_DTYPE_BF16, .published_params = 235.09e9},
-    {.name = "DeepSeek-V3", .family = "deepseek_v3",
+     .hidden = 4096,
+     .layers = 94,
+     .heads = 64,
+     .kv_heads = 4,
+     .head_dim = 128,
+     .moe_inter = 1536,
+     .experts = 128,
+     .vocab = 151936,
+     .qk_norm = 1,
+     .dtype = RS_DTYPE_BF16,
+     .published_params = 235.09e9},
+    {.name = "DeepSeek-V3",
+     .family = "deepseek_v3",
      .aliases = "dsv3,deepseek-v3,deepseek-v3-671b",
-     .hidden = 7168, .layers = 61, .heads = 128, .kv_heads = 128,
-     .inter = 18432, .moe_inter = 2048, .experts = 256, .shared_experts = 1,
-     .first_moe_layer = 3, .vocab = 129280, .mla = 1, .q_lora_rank = 1536,
-     .kv_lora_rank = 512, .qk_nope_dim = 128, .qk_rope_dim = 64,
-     .v_head_dim = 128, .dtype = RS_DTYPE_BF16, .published_params = 671.03e9},
-    {.name = "Qwen3-30B-A3B", .family = "qwen3_moe",
+     .hidden = 7168,
+     .layers = 61,
+     .heads = 128,
+     .kv_heads = 128,
+     .inter = 18432,
+     .moe_inter = 2048,
+     .experts = 256,
+     .shared_experts = 1,
+     .first_moe_layer = 3,
+     .vocab = 129280,
+     .mla = 1,
+     .q_lora_rank = 1536,
+     .kv_lora_rank = 512,
+     .qk_nope_dim = 128,
+     .qk_rope_dim = 64,
+     .v_head_dim = 128,
+     .dtype = RS_DTYPE_BF16,
+     .published_params = 671.03e9},
+    {.name = "Qwen3-30B-A3B",
+     .family = "qwen3_moe",
      .aliases = "qwen3-30b,qwen30b,qwen3-30b-a3b",
-     .hidden = 2048, .layers = 48, .heads = 32, .kv_heads = 4, .head_dim = 128,
-     .moe_inter = 768, .experts = 128, .vocab = 151936, .qk_norm = 1,
-     .dtype = RS_DTYPE_BF16, .published_params = 30.53e9},
-    {.name = "Qwen3-32B", .family = "qwen3_dense", .aliases = "qwen32b,qwen3-32b",
-     .hidden = 5120, .layers = 64, .heads = 64, .kv_heads = 8, .head_dim = 128,
-     .inter = 25600, .vocab = 151936, .qk_norm = 1, .dtype = RS_DTYPE_BF16,
+     .hidden = 2048,
+     .layers = 48,
+     .heads = 32,
+     .kv_heads = 4,
+     .head_dim = 128,
+     .moe_inter = 768,
+     .experts = 128,
+     .vocab = 151936,
+     .qk_norm = 1,
+     .dtype = RS_DTYPE_BF16,
+     .published_params = 30.53e9},
+    {.name = "Qwen3-32B",
+     .family = "qwen3_dense",
+     .aliases = "qwen32b,qwen3-32b",
+     .hidden = 5120,
+     .layers = 64,
+     .heads = 64,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .inter = 25600,
+     .vocab = 151936,
+     .qk_norm = 1,
+     .dtype = RS_DTYPE_BF16,
      .published_params = 32.76e9},
-    {.name = "Llama-3.1-70B", .family = "llama_dense",
+    {.name = "Llama-3.1-70B",
+     .family = "llama_dense",
      .aliases = "llama70b,llama-70b,llama-3.1-70b,llama3.1-70b",
-     .hidden = 8192, .layers = 80, .heads = 64, .kv_heads = 8, .head_dim = 128,
-     .inter = 28672, .vocab = 128256, .dtype = RS_DTYPE_BF16,
+     .hidden = 8192,
+     .layers = 80,
+     .heads = 64,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .inter = 28672,
+     .vocab = 128256,
+     .dtype = RS_DTYPE_BF16,
      .published_params = 70.55e9},
-    {.name = "Llama-3.1-8B", .family = "llama_dense",
+    {.name = "Llama-3.1-8B",
+     .family = "llama_dense",
      .aliases = "llama8b,llama-8b,llama-3.1-8b,llama3.1-8b",
-     .hidden = 4096, .layers = 32, .heads = 32, .kv_heads = 8, .head_dim = 128,
-     .inter = 14336, .vocab = 128256, .dtype = RS_DTYPE_BF16,
+     .hidden = 4096,
+     .layers = 32,
+     .heads = 32,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .inter = 14336,
+     .vocab = 128256,
+     .dtype = RS_DTYPE_BF16,
      .published_params = 8.03e9},
 };
 
@@ -156,8 +211,7 @@ static rs_status check(const rsi_model_info *i, rsi_err *err) {
                     ">= 1",
                     n);
   if (i->mla && (i->q_lora_rank < 1 || i->kv_lora_rank < 1 ||
-                 i->qk_nope_dim < 1 || i->qk_rope_dim < 1 ||
-                 i->v_head_dim < 1))
+                 i->qk_nope_dim < 1 || i->qk_rope_dim < 1 || i->v_head_dim < 1))
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
                     "model '%s': MLA ranks and head dims must be >= 1", n);
   bool moe = rsi_model_is_moe(i);
@@ -248,8 +302,8 @@ rs_status rsi_model_build(const rsi_model_info *info, rs_model **out,
       t = add(&b, B, L, RS_ROLE_COL, 2, info->inter, H, 0,
               P "mlp.up_proj.weight", L);
       fuse(t, RS_FUSE_ROWS, gu, 1, "mlp.gate_up_proj.weight");
-      add(&b, B, L, RS_ROLE_ROW, 2, H, info->inter, 0,
-          P "mlp.down_proj.weight", L);
+      add(&b, B, L, RS_ROLE_ROW, 2, H, info->inter, 0, P "mlp.down_proj.weight",
+          L);
     } else {
       const int64_t E = info->experts, I = info->moe_inter;
       add(&b, B, L, RS_ROLE_ROUTER, 2, E, H, 0, P "mlp.gate.weight", L);
@@ -265,7 +319,8 @@ rs_status rsi_model_build(const rsi_model_info *info, rs_model **out,
       fuse(t, RS_FUSE_W13, w13, 1, "mlp.experts.w13_weight");
       t = add(&b, B, L, RS_ROLE_EXPERT_ROW, 3, E, H, I,
               P "mlp.experts.down_proj.weight", L);
-      if (t) snprintf(t->engine, sizeof t->engine, P "mlp.experts.w2_weight", L);
+      if (t)
+        snprintf(t->engine, sizeof t->engine, P "mlp.experts.w2_weight", L);
       if (info->shared_experts > 0) {
         int64_t SI = (int64_t)info->shared_experts * I;
         int gu = group++;

@@ -13,8 +13,8 @@
 
 #include "base/error.h"
 
-#define RSI_RMAXD 3   /* tensor dims in a recipe (stacked experts: 3) */
-#define RSI_MAX_AX 6  /* axes of a device mesh */
+#define RSI_RMAXD 3  /* tensor dims in a recipe (stacked experts: 3) */
+#define RSI_MAX_AX 6 /* axes of a device mesh */
 #define RSI_RNAME 96
 
 /* What a model is made of (a catalog entry, or read from config.json). */
@@ -136,7 +136,7 @@ struct rs_recipe {
   int infer_first;
   rsi_mesh *smesh, *dmesh;
   rsi_tdtype *td;
-  char *group_cut; /* scratch of rsi_recipe_decide: per fused group */
+  char *group_cut;    /* scratch of rsi_recipe_decide: per fused group */
   int ninfer_buffers; /* engine buffers (fused, own, scales) */
   int *buf_of;        /* engine buffer of each tensor */
   char **buf_name;    /* engine buffer names */

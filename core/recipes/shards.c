@@ -52,14 +52,14 @@ void rsi_scale_box(int ndim, const int64_t *off, const int64_t *ext,
 
 static bool quantizable(const rsi_rtensor *t) {
   switch (t->role) {
-  case RS_ROLE_COL:
-  case RS_ROLE_ROW:
-  case RS_ROLE_REPL:
-  case RS_ROLE_EXPERT_COL:
-  case RS_ROLE_EXPERT_ROW:
-    return t->ndim >= 2;
-  default:
-    return false;
+    case RS_ROLE_COL:
+    case RS_ROLE_ROW:
+    case RS_ROLE_REPL:
+    case RS_ROLE_EXPERT_COL:
+    case RS_ROLE_EXPERT_ROW:
+      return t->ndim >= 2;
+    default:
+      return false;
   }
 }
 
@@ -125,7 +125,8 @@ void rsi_recipe_decide(rs_recipe *r) {
   }
 }
 
-/* ---- shards ---------------------------------------------------------------- */
+/* ---- shards ----------------------------------------------------------------
+ */
 
 static rs_status src_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
                             void *arg, rsi_err *err) {
@@ -265,8 +266,7 @@ static rs_status dst_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
     } else {
       for (int slot = 0; slot < 8; slot++)
         for (int t = t0; t < m->n && t < t0 + 16 && nm < 8; t++)
-          if (m->t[t].fuse_group == x0->fuse_group &&
-              m->t[t].fuse_slot == slot)
+          if (m->t[t].fuse_group == x0->fuse_group && m->t[t].fuse_slot == slot)
             members[nm++] = t;
     }
     for (int k = 0; k < nm; k++) done[members[k]] = 1;
@@ -283,7 +283,8 @@ rs_status rsi_recipe_shards(const rs_recipe *r, rs_side side, int rank,
                              : dst_shards(r, rank, fn, arg, err);
 }
 
-/* ---- the cache behind the shard and buffer queries -------------------------- */
+/* ---- the cache behind the shard and buffer queries --------------------------
+ */
 
 typedef struct collect {
   rsi_shard_cache *c;
@@ -309,8 +310,8 @@ rs_status rsi_recipe_cache(rs_recipe *r, rs_side side, rsi_err *err) {
   if (c->first) return RS_OK;
   collect k = {c, 0};
   rs_status st = rsi_recipe_shards(r, side, -1, keep, &k, err);
-  int nranks = side == RS_SIDE_SRC ? r->train.world
-                                   : r->infer_first + r->infer.world;
+  int nranks =
+      side == RS_SIDE_SRC ? r->train.world : r->infer_first + r->infer.world;
   int nbuf = side == RS_SIDE_SRC ? 2 : r->ninfer_buffers;
   if (st == RS_OK) {
     c->first = calloc((size_t)nranks + 1, sizeof *c->first);
@@ -337,19 +338,21 @@ rs_status rsi_recipe_cache(rs_recipe *r, rs_side side, rsi_err *err) {
   for (int64_t i = 0; i < c->n; i++) {
     const rsi_rshard *s = &c->s[i];
     const rsi_rtensor *x = &r->model->t[s->tensor];
-    rs_dtype dt = s->scales ? RS_DTYPE_F32
+    rs_dtype dt = s->scales             ? RS_DTYPE_F32
                   : side == RS_SIDE_SRC ? r->td[s->tensor].src
                                         : r->td[s->tensor].dst;
     int64_t last = 0;
     for (int d = 0; d < x->ndim; d++) last += (s->ext[d] - 1) * s->strides[d];
     int64_t end = s->byte_offset + (last + 1) * (int64_t)rsi_dtype_size(dt);
-    int64_t *nb = &c->nbytes[(size_t)s->rank * (size_t)nbuf + (size_t)s->buffer];
+    int64_t *nb =
+        &c->nbytes[(size_t)s->rank * (size_t)nbuf + (size_t)s->buffer];
     if (end > *nb) *nb = end;
   }
   return RS_OK;
 }
 
-/* ---- creating a recipe -------------------------------------------------------- */
+/* ---- creating a recipe
+ * -------------------------------------------------------- */
 
 void rsi_recipe_free(rs_recipe *r) {
   if (!r) return;

@@ -164,9 +164,10 @@ Test(catalog, lookup_and_bad_descriptions) {
   rt_err e;
   cr_expect_eq(rt_model_build(&bad, &m, &e), -1);
   cr_expect(strstr(e.msg, "hidden_size") != NULL, "%s", e.msg);
-  bad.config = "{\"model_type\": \"llama\", \"hidden_size\": 32, "
-               "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
-               "\"vocab_size\": 50, \"intermediate_size\": 0}";
+  bad.config =
+      "{\"model_type\": \"llama\", \"hidden_size\": 32, "
+      "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+      "\"vocab_size\": 50, \"intermediate_size\": 0}";
   cr_expect_eq(rt_model_build(&bad, &m, &e), -1);
   cr_expect(strstr(e.msg, "intermediate_size") != NULL, "%s", e.msg);
   cr_expect_eq(rt_model_build(NULL, &m, &e), -1);

@@ -70,22 +70,22 @@ typedef enum rs_model_param {
   RS_MODEL_NUM_HEADS = 2,
   RS_MODEL_NUM_KV_HEADS = 3,
   RS_MODEL_HEAD_DIM = 4,
-  RS_MODEL_INTERMEDIATE_SIZE = 5,     /**< dense MLP; 0: none */
+  RS_MODEL_INTERMEDIATE_SIZE = 5, /**< dense MLP; 0: none */
   RS_MODEL_MOE_INTERMEDIATE_SIZE = 6,
-  RS_MODEL_NUM_EXPERTS = 7,           /**< routed experts; 0: dense */
+  RS_MODEL_NUM_EXPERTS = 7, /**< routed experts; 0: dense */
   RS_MODEL_NUM_SHARED_EXPERTS = 8,
-  RS_MODEL_FIRST_MOE_LAYER = 9,       /**< layers below are dense */
+  RS_MODEL_FIRST_MOE_LAYER = 9, /**< layers below are dense */
   RS_MODEL_VOCAB_SIZE = 10,
-  RS_MODEL_QK_NORM = 11,              /**< 1: q_norm and k_norm */
-  RS_MODEL_MLA = 12,                  /**< 1: DeepSeek MLA attention */
+  RS_MODEL_QK_NORM = 11, /**< 1: q_norm and k_norm */
+  RS_MODEL_MLA = 12,     /**< 1: DeepSeek MLA attention */
   RS_MODEL_Q_LORA_RANK = 13,
   RS_MODEL_KV_LORA_RANK = 14,
   RS_MODEL_QK_NOPE_HEAD_DIM = 15,
   RS_MODEL_QK_ROPE_HEAD_DIM = 16,
   RS_MODEL_V_HEAD_DIM = 17,
-  RS_MODEL_PUBLISHED_PARAMS = 18,     /**< the published count; 0: none */
-  RS_MODEL_TIED_EMBEDDINGS = 19,      /**< 1: no lm_head of its own */
-  RS_MODEL_NUM_FUSED = 20             /**< fused engine buffers per rank */
+  RS_MODEL_PUBLISHED_PARAMS = 18, /**< the published count; 0: none */
+  RS_MODEL_TIED_EMBEDDINGS = 19,  /**< 1: no lm_head of its own */
+  RS_MODEL_NUM_FUSED = 20         /**< fused engine buffers per rank */
 } rs_model_param;
 
 /** Number of models in the built-in catalog. @since 0.6 */
@@ -154,9 +154,9 @@ RS_API rs_status rs_model_tensor_info(const rs_model *model, int tensor,
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT. @since 0.6
  */
 RS_API rs_status rs_model_tensor_role(const rs_model *model, int tensor,
-                                      rs_tensor_role *role, int *layer,
-                                      int *kv, rs_fuse *fuse,
-                                      int *fuse_group, int *fuse_slot);
+                                      rs_tensor_role *role, int *layer, int *kv,
+                                      rs_fuse *fuse, int *fuse_group,
+                                      int *fuse_slot);
 
 /**
  * A recipe: @p model sharded by a trainer spec ("tp=2,cp=2,ep=16,pp=4":
@@ -181,8 +181,8 @@ typedef enum rs_recipe_param {
   RS_RECIPE_TRAIN_EP = 2,
   RS_RECIPE_TRAIN_ETP = 3,
   RS_RECIPE_TRAIN_PP = 4,
-  RS_RECIPE_TRAIN_DP = 5,        /**< dense data parallel, derived */
-  RS_RECIPE_TRAIN_EDP = 6,       /**< expert data parallel; 0: dense */
+  RS_RECIPE_TRAIN_DP = 5,  /**< dense data parallel, derived */
+  RS_RECIPE_TRAIN_EDP = 6, /**< expert data parallel; 0: dense */
   RS_RECIPE_TRAIN_FSDP = 7,
   RS_RECIPE_TRAIN_WORLD = 8,
   RS_RECIPE_INFER_TP = 100,
@@ -190,11 +190,11 @@ typedef enum rs_recipe_param {
   RS_RECIPE_INFER_EP = 102,
   RS_RECIPE_INFER_WORLD = 103,
   /* settings (default in brackets) */
-  RS_RECIPE_TRAIN_DTYPE = 200,    /**< RS_DTYPE_BF16 (model's) or F32 */
-  RS_RECIPE_INFER_DTYPE = 201,    /**< BF16 [model's], F32, F8_E4M3 */
-  RS_RECIPE_FP8_BLOCK_ROWS = 202, /**< [128], 1 .. 65536 */
-  RS_RECIPE_FP8_BLOCK_COLS = 203, /**< [128], 1 .. 65536 */
-  RS_RECIPE_FP8_SCALE_RULE = 204, /**< an rs_scale_rule [RS_SCALE_AMAX] */
+  RS_RECIPE_TRAIN_DTYPE = 200,     /**< RS_DTYPE_BF16 (model's) or F32 */
+  RS_RECIPE_INFER_DTYPE = 201,     /**< BF16 [model's], F32, F8_E4M3 */
+  RS_RECIPE_FP8_BLOCK_ROWS = 202,  /**< [128], 1 .. 65536 */
+  RS_RECIPE_FP8_BLOCK_COLS = 203,  /**< [128], 1 .. 65536 */
+  RS_RECIPE_FP8_SCALE_RULE = 204,  /**< an rs_scale_rule [RS_SCALE_AMAX] */
   RS_RECIPE_INFER_FIRST_RANK = 205 /**< [train world]; 0: colocated */
 } rs_recipe_param;
 
@@ -209,8 +209,7 @@ RS_API rs_status rs_recipe_get(const rs_recipe *recipe, rs_recipe_param param,
                                int64_t *out);
 /** The recipe's model (owned by the recipe, valid while it lives).
  *  Errors: RS_ERR_NULL_POINTER. @since 0.6 */
-RS_API rs_status rs_recipe_model(const rs_recipe *recipe,
-                                 const rs_model **out);
+RS_API rs_status rs_recipe_model(const rs_recipe *recipe, const rs_model **out);
 
 /** Why a linear weight stays unquantized with an fp8 engine. Pinned
  *  values. @since 0.6 */
@@ -264,8 +263,8 @@ RS_API rs_status rs_recipe_mesh_axis(const rs_recipe *recipe, rs_side side,
  * rs_layout_add_shard (a rank outside the context's).
  * @since 0.6
  */
-RS_API rs_status rs_recipe_add_train(rs_layout *layout,
-                                     const rs_recipe *recipe, int rank);
+RS_API rs_status rs_recipe_add_train(rs_layout *layout, const rs_recipe *recipe,
+                                     int rank);
 /**
  * The same for the engine: every tensor with the engine's dtypes (fp8
  * values with their block-scale tensors and declarations), and the
@@ -274,14 +273,14 @@ RS_API rs_status rs_recipe_add_train(rs_layout *layout,
  * Errors: as rs_recipe_add_train, and those of rs_layout_set_block_scales.
  * @since 0.6
  */
-RS_API rs_status rs_recipe_add_infer(rs_layout *layout,
-                                     const rs_recipe *recipe, int rank);
+RS_API rs_status rs_recipe_add_infer(rs_layout *layout, const rs_recipe *recipe,
+                                     int rank);
 
 /** Number of shards a side adds for @p rank (RS_ALL_RANKS: all ranks).
  *  Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT, RS_ERR_NO_MEMORY.
  *  @since 0.6 */
-RS_API rs_status rs_recipe_num_shards(rs_recipe *recipe, rs_side side,
-                                      int rank, int64_t *out);
+RS_API rs_status rs_recipe_num_shards(rs_recipe *recipe, rs_side side, int rank,
+                                      int64_t *out);
 /**
  * Shard @p index of those (in the order the add calls add them): its
  * tensor (when @p scales is 1, the block scales of that tensor), layout

@@ -148,42 +148,46 @@ static void refused(const char *json, rs_status want, const char *needle) {
   cr_expect_eq(st, want, "%s: %s (%s)", json, rs_status_name(st),
                rs_last_error());
   cr_expect_null(m);
-  cr_expect(strstr(rs_last_error(), needle) != NULL, "'%s' not in: %s",
-            needle, rs_last_error());
+  cr_expect(strstr(rs_last_error(), needle) != NULL, "'%s' not in: %s", needle,
+            rs_last_error());
 }
 
-#define DENSE                                                             \
-  "\"hidden_size\": 32, \"num_hidden_layers\": 2, "                       \
+#define DENSE                                       \
+  "\"hidden_size\": 32, \"num_hidden_layers\": 2, " \
   "\"num_attention_heads\": 4, \"intermediate_size\": 64, \"vocab_size\": 50"
 
 Test(recipes, refusals_name_the_key) {
   refused("{\"model_type\": \"gpt2\", " DENSE "}", RS_ERR_UNSUPPORTED,
           "model_type \"gpt2\"");
   refused("{" DENSE "}", RS_ERR_INVALID_ARGUMENT, "\"model_type\" is missing");
-  refused("{\"model_type\": \"llama\", \"architectures\": "
-          "[\"MistralForCausalLM\"], " DENSE "}",
-          RS_ERR_UNSUPPORTED, "MistralForCausalLM");
+  refused(
+      "{\"model_type\": \"llama\", \"architectures\": "
+      "[\"MistralForCausalLM\"], " DENSE "}",
+      RS_ERR_UNSUPPORTED, "MistralForCausalLM");
   refused("{\"model_type\": \"llama\", \"hidden_size\": \"32\"}",
           RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" must be a whole number");
   refused("{\"model_type\": \"llama\", \"hidden_size\": 32.5}",
           RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" must be a whole number");
   refused("{\"model_type\": \"llama\", \"hidden_size\": -1}",
           RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" is -1");
-  refused("{\"model_type\": \"llama\", \"hidden_size\": 32, "
-          "\"hidden_size\": 64}",
-          RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" is given more than once");
+  refused(
+      "{\"model_type\": \"llama\", \"hidden_size\": 32, "
+      "\"hidden_size\": 64}",
+      RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" is given more than once");
   refused("{\"model_type\": \"llama\", \"hidden_size\": 32}",
           RS_ERR_INVALID_ARGUMENT, "\"num_hidden_layers\" is missing");
   refused("{\"model_type\": \"llama\", \"attention_bias\": true, " DENSE "}",
           RS_ERR_UNSUPPORTED, "attention_bias");
   refused("{\"model_type\": \"llama\", \"tie_word_embeddings\": 1, " DENSE "}",
           RS_ERR_INVALID_ARGUMENT, "\"tie_word_embeddings\" must be true");
-  refused("{\"model_type\": \"qwen3_moe\", \"mlp_only_layers\": [0], "
-          "\"moe_intermediate_size\": 8, \"num_experts\": 4, " DENSE "}",
-          RS_ERR_UNSUPPORTED, "mlp_only_layers");
-  refused("{\"model_type\": \"qwen3_moe\", \"decoder_sparse_step\": 2, "
-          "\"moe_intermediate_size\": 8, \"num_experts\": 4, " DENSE "}",
-          RS_ERR_UNSUPPORTED, "decoder_sparse_step");
+  refused(
+      "{\"model_type\": \"qwen3_moe\", \"mlp_only_layers\": [0], "
+      "\"moe_intermediate_size\": 8, \"num_experts\": 4, " DENSE "}",
+      RS_ERR_UNSUPPORTED, "mlp_only_layers");
+  refused(
+      "{\"model_type\": \"qwen3_moe\", \"decoder_sparse_step\": 2, "
+      "\"moe_intermediate_size\": 8, \"num_experts\": 4, " DENSE "}",
+      RS_ERR_UNSUPPORTED, "decoder_sparse_step");
   refused("{\"model_type\": \"llama\", \"torch_dtype\": \"int8\", " DENSE "}",
           RS_ERR_UNSUPPORTED, "torch_dtype");
   refused("{\"model_type\": \"llama\", " DENSE, RS_ERR_INVALID_ARGUMENT,
@@ -195,8 +199,9 @@ Test(recipes, refusals_name_the_key) {
 }
 
 Test(recipes, tied_embeddings_have_no_lm_head) {
-  const char *json = "{\"model_type\": \"llama\", \"tie_word_embeddings\": "
-                     "true, " DENSE "}";
+  const char *json =
+      "{\"model_type\": \"llama\", \"tie_word_embeddings\": "
+      "true, " DENSE "}";
   rs_model *m = NULL;
   cr_assert_eq(rs_model_from_config(json, strlen(json), &m), RS_OK, "%s",
                rs_last_error());
@@ -209,10 +214,10 @@ Test(recipes, tied_embeddings_have_no_lm_head) {
   rs_model_destroy(m);
 }
 
-#define TINY_MOE                                                           \
-  "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 32, "                  \
-  "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, "                 \
-  "\"num_key_value_heads\": 2, \"head_dim\": 4, "                          \
+#define TINY_MOE                                           \
+  "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 32, "  \
+  "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, " \
+  "\"num_key_value_heads\": 2, \"head_dim\": 4, "          \
   "\"moe_intermediate_size\": 12, \"num_experts\": 8, \"vocab_size\": 50}"
 
 Test(recipes, engine_buffers_have_the_engines_names_and_sizes) {
@@ -307,7 +312,8 @@ Test(recipes, one_ranks_layout_is_its_part_of_all) {
     /* a negative rank is refused, and the layout left as it was */
     rs_layout *bad = NULL;
     rs_layout_create(ctx, &bad);
-    st = side ? rs_recipe_add_infer(bad, r, -2) : rs_recipe_add_train(bad, r, -2);
+    st = side ? rs_recipe_add_infer(bad, r, -2)
+              : rs_recipe_add_train(bad, r, -2);
     cr_expect_eq(st, RS_ERR_INVALID_ARGUMENT);
     rs_layout_num_tensors(bad, &nt);
     cr_expect_eq(nt, 0);
