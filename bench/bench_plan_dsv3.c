@@ -2,7 +2,7 @@
 /* bench_plan_dsv3: how long rs_plan_create takes, and how much memory it
  * needs, for a DeepSeek-V3-shaped refit on 512 ranks (or more: see Usage).
  *
- * Model: the tools' catalog's DeepSeek-V3 (tools/catalog.c; bf16, shapes
+ * Model: the recipes' catalog's DeepSeek-V3 (core/recipes/; bf16, shapes
  * from shared/reference/layer-tensors.md): 61 layers, 0-2 dense MLP, 3-60
  * MoE with the 256 routed experts stacked per layer as trainers hold them
  * ([256, 2048, 7168] gate/up, [256, 7168, 2048] down), MLA attention,
