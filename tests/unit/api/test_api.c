@@ -24,7 +24,7 @@ Test(version, number_encoding) {
   cr_assert_eq(RS_VERSION_NUMBER, RS_VERSION_MAJOR * 10000 +
                                       RS_VERSION_MINOR * 100 +
                                       RS_VERSION_PATCH);
-  cr_assert_eq(RS_VERSION_NUMBER, 500, "0.5.0 encodes as 500");
+  cr_assert_eq(RS_VERSION_NUMBER, 600, "0.6.0 encodes as 600");
   cr_assert_eq(rs_version_number(), rs_version_major() * 10000 +
                                         rs_version_minor() * 100 +
                                         rs_version_patch());
