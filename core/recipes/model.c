@@ -343,6 +343,23 @@ rs_status rsi_model_build(const rsi_model_info *info, rs_model **out,
     free(m);
     return RSI_NOMEM(err);
   }
+  /* Every size a recipe computes from here (shards, byte offsets, buffer
+   * sizes, the model's total in f32) must fit int64. */
+  int64_t total = 0;
+  for (int i = 0; i < m->n; i++) {
+    const rsi_rtensor *x = &m->t[i];
+    int64_t bytes = 8; /* room for f32 scales and conversions */
+    for (int d = 0; d < x->ndim; d++)
+      if (__builtin_mul_overflow(bytes, x->shape[d], &bytes)) bytes = -1;
+    if (bytes < 0 || __builtin_add_overflow(total, bytes, &total)) {
+      rs_status st = RSI_FAIL(err, RS_ERR_OVERFLOW,
+                              "model '%s': tensor %s is too large (its bytes, "
+                              "or the model's, overflow int64)",
+                              info->name, x->name);
+      rsi_model_free(m);
+      return st;
+    }
+  }
   m->nfuse = group;
   *out = m;
   return RS_OK;

@@ -113,6 +113,7 @@ RS_API rs_status rs_model_from_catalog(const char *name, rs_model **out);
  * than 64 levels; a key of the wrong type or out of range, named),
  * RS_ERR_UNSUPPORTED (an unknown model_type or architecture, or a setting
  * the recipe cannot place, such as mlp_only_layers, named),
+ * RS_ERR_OVERFLOW (a tensor or the model too large for int64 bytes),
  * RS_ERR_NO_MEMORY. @since 0.6
  */
 RS_API rs_status rs_model_from_config(const char *json, size_t len,
