@@ -193,11 +193,12 @@ Test(recipes, refusals_name_the_key) {
   refused("{\"model_type\": \"llama\", " DENSE, RS_ERR_INVALID_ARGUMENT,
           "ends inside an object");
   refused("[1, 2]", RS_ERR_INVALID_ARGUMENT, "not an object");
-  refused("{\"model_type\": \"llama\", \"hidden_size\": 16777216, "
-          "\"num_hidden_layers\": 1, \"num_attention_heads\": 65536, "
-          "\"head_dim\": 16777216, \"intermediate_size\": 1, "
-          "\"vocab_size\": 1}",
-          RS_ERR_OVERFLOW, "q_proj.weight is too large");
+  refused(
+      "{\"model_type\": \"llama\", \"hidden_size\": 16777216, "
+      "\"num_hidden_layers\": 1, \"num_attention_heads\": 65536, "
+      "\"head_dim\": 16777216, \"intermediate_size\": 1, "
+      "\"vocab_size\": 1}",
+      RS_ERR_OVERFLOW, "q_proj.weight is too large");
   rs_model *m = (rs_model *)1;
   cr_expect_eq(rs_model_from_config(NULL, 0, &m), RS_ERR_NULL_POINTER);
   cr_expect_null(m);
