@@ -24,8 +24,9 @@
  *
  * Trainer ranks are 0 .. train world - 1; engine ranks follow them
  * (RS_RECIPE_INFER_FIRST_RANK, which a colocated job sets to 0).
- * Errors are recorded in the per-thread buffer (rs_last_error), and, for
- * the calls that add to a layout, on the layout's context too.
+ * Errors are recorded in the per-thread buffer (rs_last_error); the calls
+ * that add to a layout record theirs on the layout's context
+ * (rs_layout_last_error).
  */
 #ifndef RESHARD_RECIPES_H
 #define RESHARD_RECIPES_H
