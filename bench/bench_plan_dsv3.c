@@ -2,7 +2,7 @@
 /* bench_plan_dsv3: how long rs_plan_create takes, and how much memory it
  * needs, for a DeepSeek-V3-shaped refit on 512 ranks (or more: see Usage).
  *
- * Model: the tools' catalog's DeepSeek-V3 (tools/catalog.c; bf16, shapes
+ * Model: the recipes' catalog's DeepSeek-V3 (core/recipes/; bf16, shapes
  * from shared/reference/layer-tensors.md): 61 layers, 0-2 dense MLP, 3-60
  * MoE with the 256 routed experts stacked per layer as trainers hold them
  * ([256, 2048, 7168] gate/up, [256, 7168, 2048] down), MLA attention,
@@ -17,15 +17,15 @@
  * Local memory: one contiguous parameter buffer per dtype (Megatron style):
  * buffer 0 bf16, buffer 1 f32.
  *
- * Destination (inference, ranks 256..511 at DP2): TP8 x DP32, rank = 256 + dp*8 +
- * tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel
- * d=0 (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head),
- * row-parallel d=1 (o_proj, down, shared down), stacked experts d=1 for
- * gate/up and d=2 for down; norms, router and bias replicated. (vLLM holds
- * q_a and kv_a whole on every TP rank, as the catalog's RT_ROLE_REPL and
- * the CLI's layouts say; this bench has always split them on dim 0, and
- * keeps doing so, so that its figures stay comparable.) Local memory:
- * one buffer per tensor (vLLM style, one torch tensor per parameter).
+ * Destination (inference, ranks 256..511 at DP2): TP8 x DP32, rank = 256 + dp*8
+ * + tp; mesh [DP32, TP8], placements [Replicate, Shard(d)]: column-parallel d=0
+ * (q_a, q_b, kv_a, kv_b, gate/up, shared gate/up, embed, lm_head), row-parallel
+ * d=1 (o_proj, down, shared down), stacked experts d=1 for gate/up and d=2 for
+ * down; norms, router and bias replicated. (vLLM holds q_a and kv_a whole on
+ * every TP rank, as the catalog's RS_ROLE_REPL and the CLI's layouts say; this
+ * bench has always split them on dim 0, and keeps doing so, so that its figures
+ * stay comparable.) Local memory: one buffer per tensor (vLLM style, one torch
+ * tensor per parameter).
  *
  * Domains of 8 consecutive ranks. Each rank's part (RS_PARAM_PLAN_PART) of
  * a trainer and of an inference rank is made too: the memory it keeps
@@ -86,13 +86,13 @@ typedef struct model {
   int n;
 } model;
 
-/* The dim the inference side's TP axis shards (-1: none), as the CLI's
- * vLLM layout places it (tools/frameworks.c), but for the MLA
+/* The dim the inference side's TP axis shards (-1: none), as the
+ * library's vLLM recipe places it (reshard/recipes.h), but for the MLA
  * down-projections, split on dim 0 here (see the top of the file). */
-static int dst_dim_of(const rt_model *cat, int i) {
-  if (cat->t[i].role == RT_ROLE_REPL) return 0;
+static int dst_dim_of(const rs_recipe *r, const rt_model *cat, int i) {
+  if (cat->t[i].role == RS_ROLE_REPL) return 0;
   rt_mesh mesh;
-  rt_infer_mesh(cat, &(rt_infer){.tp = TP, .dp = IDP}, i, 0, &mesh);
+  rt_recipe_mesh(r, RS_SIDE_DST, i, &mesh);
   if (strcmp(mesh.axis[0], "tp") != 0) { /* axis "tp" comes first */
     fprintf(stderr, "%s: no TP axis first in its inference mesh\n",
             cat->t[i].name);
@@ -107,18 +107,28 @@ static void build_model(model *m) {
     fprintf(stderr, "bench_plan_dsv3: %s\n", e.msg);
     exit(1);
   }
+  /* stages as Megatron's pipeline puts them, from the library's recipe */
+  char train[64], infer[64];
+  snprintf(train, sizeof train, "tp=1,ep=%d,pp=%d,edp=%d", EP, PP, EDP);
+  snprintf(infer, sizeof infer, "tp=%d,dp=%d", TP, IDP);
+  rs_recipe *r = NULL;
+  if (rs_recipe_create(m->cat.rs, train, infer, &r) != RS_OK) {
+    fprintf(stderr, "bench_plan_dsv3: %s\n", rs_last_error());
+    exit(1);
+  }
   m->n = m->cat.n;
   m->t = bench_xcalloc((size_t)m->n, sizeof *m->t);
-  /* stages as Megatron's pipeline puts them (rt_train_stage) */
-  const rt_train train = {.pp = PP};
   for (int i = 0; i < m->n; i++) {
     tspec *t = &m->t[i];
+    rt_mesh sm;
+    rt_recipe_mesh(r, RS_SIDE_SRC, i, &sm);
     t->x = &m->cat.t[i];
-    t->stage = rt_train_stage(&m->cat, &train, i);
-    t->expert = t->x->role == RT_ROLE_EXPERT_COL ||
-                t->x->role == RT_ROLE_EXPERT_ROW;
-    t->dst_dim = dst_dim_of(&m->cat, i);
+    t->stage = sm.rank0 / STAGE_RANKS;
+    t->expert =
+        t->x->role == RS_ROLE_EXPERT_COL || t->x->role == RS_ROLE_EXPERT_ROW;
+    t->dst_dim = dst_dim_of(r, &m->cat, i);
   }
+  rs_recipe_destroy(r);
 }
 
 /* Source and destination meshes of tensor t. */

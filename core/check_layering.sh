@@ -29,6 +29,7 @@ may_call() {
     base) echo "" ;;
     layout) echo "base" ;;
     plan) echo "layout base" ;;
+    recipes) echo "layout base" ;;
     copy) echo "base" ;;
     transport) echo "copy base" ;;
     session) echo "plan layout copy transport base" ;;
@@ -36,7 +37,7 @@ may_call() {
     *) echo "?" ;;
   esac
 }
-folders="base layout plan copy transport session exec"
+folders="base layout plan recipes copy transport session exec"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

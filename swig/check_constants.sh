@@ -16,6 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo '#include <stdio.h>'
   echo '#include <reshard/reshard.h>'
   echo '#include <reshard/reshard_nccl.h>'
+  echo '#include <reshard/recipes.h>'
   echo 'int main(void) { int bad = 0;'
   sed -n 's/^%constant int \([A-Z0-9_]*\) = \(-\{0,1\}[0-9]*\);$/  if ((long long)(\1) != \2LL) { printf("reshard.i: \1 is %lld in C, \2 here\\n", (long long)(\1)); bad = 1; }/p' "$iface"
   echo '  return bad; }'

@@ -29,6 +29,8 @@ rs_context *rsw_result_context(const rsw_result *r) { return r->handle; }
 rs_layout *rsw_result_layout(const rsw_result *r) { return r->handle; }
 rs_plan *rsw_result_plan(const rsw_result *r) { return r->handle; }
 rsw_buffer *rsw_result_buffer(const rsw_result *r) { return r->handle; }
+rs_model *rsw_result_model(const rsw_result *r) { return r->handle; }
+rs_recipe *rsw_result_recipe(const rsw_result *r) { return r->handle; }
 
 static void set_status(rsw_result *r, rs_status st) {
   r->status = (int)st;
@@ -689,4 +691,99 @@ void rsw_plan_test(rsw_result *r, rs_plan *plan) {
 void rsw_plan_wait(rsw_result *r, rs_plan *plan) {
   begin(r);
   end_plan(r, rs_plan_wait(plan), plan);
+}
+
+/* ---- recipes
+ * ------------------------------------------------------------------ */
+
+int rsw_model_catalog_count(void) { return rs_model_catalog_count(); }
+
+const char *rsw_model_catalog_name(int index) {
+  return rs_model_catalog_name(index);
+}
+
+void rsw_model_from_config(rsw_result *r, const char *json) {
+  begin(r);
+  if (!json) {
+    fail(r, "rsw_model_from_config: no text");
+    return;
+  }
+  MAKE_HANDLE(r, rs_model, end, NULL, rs_model_from_config, json, strlen(json));
+}
+
+void rsw_model_from_catalog(rsw_result *r, const char *name) {
+  begin(r);
+  MAKE_HANDLE(r, rs_model, end, NULL, rs_model_from_catalog, name);
+}
+
+void rsw_model_destroy(rs_model *model) { rs_model_destroy(model); }
+
+const char *rsw_model_name(const rs_model *model) {
+  return rs_model_name(model);
+}
+
+void rsw_model_num_tensors(rsw_result *r, const rs_model *model) {
+  begin(r);
+  GET_VALUE(r, int, end, NULL, rs_model_num_tensors, model);
+}
+
+void rsw_model_get(rsw_result *r, const rs_model *model, int param) {
+  begin(r);
+  GET_VALUE(r, int64_t, end, NULL, rs_model_get, model, (rs_model_param)param);
+}
+
+void rsw_recipe_create(rsw_result *r, const rs_model *model, const char *train,
+                       const char *infer) {
+  begin(r);
+  MAKE_HANDLE(r, rs_recipe, end, NULL, rs_recipe_create, model, train, infer);
+}
+
+void rsw_recipe_destroy(rs_recipe *recipe) { rs_recipe_destroy(recipe); }
+
+void rsw_recipe_set(rsw_result *r, rs_recipe *recipe, int param,
+                    int64_t value) {
+  begin(r);
+  end(r, rs_recipe_set(recipe, (rs_recipe_param)param, value), NULL);
+}
+
+void rsw_recipe_get(rsw_result *r, const rs_recipe *recipe, int param) {
+  begin(r);
+  GET_VALUE(r, int64_t, end, NULL, rs_recipe_get, recipe,
+            (rs_recipe_param)param);
+}
+
+/* A side's add: the message of the layout's context when there is one. */
+static void end_add(rsw_result *r, rs_status st, const rs_layout *layout) {
+  if (st == RS_OK || !layout)
+    end(r, st, NULL);
+  else
+    failf(r, st, "%s", rs_layout_last_error(layout));
+}
+
+void rsw_recipe_add_train(rsw_result *r, rs_layout *layout,
+                          const rs_recipe *recipe, int rank) {
+  begin(r);
+  end_add(r, rs_recipe_add_train(layout, recipe, rank), layout);
+}
+
+void rsw_recipe_add_infer(rsw_result *r, rs_layout *layout,
+                          const rs_recipe *recipe, int rank) {
+  begin(r);
+  end_add(r, rs_recipe_add_infer(layout, recipe, rank), layout);
+}
+
+void rsw_recipe_num_buffers(rsw_result *r, const rs_recipe *recipe, int side) {
+  begin(r);
+  GET_VALUE(r, int, end, NULL, rs_recipe_num_buffers, recipe, (rs_side)side);
+}
+
+const char *rsw_recipe_buffer(rsw_result *r, rs_recipe *recipe, int side,
+                              int rank, int buffer) {
+  begin(r);
+  const char *name = NULL;
+  int64_t bytes = 0;
+  end(r, rs_recipe_buffer(recipe, (rs_side)side, rank, buffer, &name, &bytes),
+      NULL);
+  r->value = bytes;
+  return name;
 }

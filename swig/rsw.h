@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <reshard/recipes.h>
 #include <reshard/reshard.h>
 
 typedef struct rsw_result {
@@ -40,6 +41,8 @@ void rsw_result_free(rsw_result *r);
 rs_context *rsw_result_context(const rsw_result *r);
 rs_layout *rsw_result_layout(const rsw_result *r);
 rs_plan *rsw_result_plan(const rsw_result *r);
+rs_model *rsw_result_model(const rsw_result *r);
+rs_recipe *rsw_result_recipe(const rsw_result *r);
 
 /* ---- integer vectors ---------------------------------------------------- */
 typedef struct rsw_ints rsw_ints;
@@ -161,5 +164,36 @@ void rsw_plan_execute_async(rsw_result *r, rs_plan *plan, uint64_t queue);
 /* value: 1 once done */
 void rsw_plan_test(rsw_result *r, rs_plan *plan);
 void rsw_plan_wait(rsw_result *r, rs_plan *plan);
+
+/* ---- recipes (reshard/recipes.h, since 0.6) --------------------------------
+ */
+int rsw_model_catalog_count(void);
+/* NULL outside [0, count) */
+const char *rsw_model_catalog_name(int index);
+/* A model from the text of a config.json, or the catalog's (handle). */
+void rsw_model_from_config(rsw_result *r, const char *json);
+void rsw_model_from_catalog(rsw_result *r, const char *name);
+void rsw_model_destroy(rs_model *model);
+const char *rsw_model_name(const rs_model *model);
+void rsw_model_num_tensors(rsw_result *r, const rs_model *model);
+/* value: the fact (an rs_model_param) */
+void rsw_model_get(rsw_result *r, const rs_model *model, int param);
+/* The trainer and engine specs resolved against the model (handle). */
+void rsw_recipe_create(rsw_result *r, const rs_model *model, const char *train,
+                       const char *infer);
+void rsw_recipe_destroy(rs_recipe *recipe);
+void rsw_recipe_set(rsw_result *r, rs_recipe *recipe, int param, int64_t value);
+/* value: a size or setting (an rs_recipe_param) */
+void rsw_recipe_get(rsw_result *r, const rs_recipe *recipe, int param);
+/* rank: a layout rank of the side, or RS_ALL_RANKS */
+void rsw_recipe_add_train(rsw_result *r, rs_layout *layout,
+                          const rs_recipe *recipe, int rank);
+void rsw_recipe_add_infer(rsw_result *r, rs_layout *layout,
+                          const rs_recipe *recipe, int rank);
+void rsw_recipe_num_buffers(rsw_result *r, const rs_recipe *recipe, int side);
+/* The framework's name of buffer `buffer` of layout rank `rank` (NULL on
+ * failure; valid while the recipe lives); value: its size in bytes. */
+const char *rsw_recipe_buffer(rsw_result *r, rs_recipe *recipe, int side,
+                              int rank, int buffer);
 
 #endif

@@ -2,6 +2,7 @@
 // Compiled with g++ -std=c++11 -Wall -Wextra -pedantic -Werror: the public
 // header must be usable from C++ (extern "C", no C-only constructs).
 #include <reshard/reshard.h>
+#include <reshard/recipes.h>
 
 #include <cstdio>
 
@@ -9,6 +10,7 @@ int main() {
   rs_context *ctx = nullptr;
   rs_status st = rs_context_create_local(2, &ctx);
   unsigned v = rs_version_number();
+  if (rs_model_catalog_count() < 1) return 1;
   rs_dtype dt = RS_DTYPE_BF16;
   size_t es = rs_dtype_size(dt);
   rs_context_destroy(ctx);

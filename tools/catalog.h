@@ -1,33 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The model catalog: every parameter tensor of a few public models, with
- * its Hugging Face name, shape and dtype, experts stacked per layer into
- * [E, ...] tensors as trainers hold them. Architecture facts come from the
- * models' published config.json files (shared/reference/models.json). */
+/* The model catalog, as the CLI sees it: the library's recipes
+ * (reshard/recipes.h) hold the models and every parameter tensor (Hugging
+ * Face name, shape, dtype, role, fused engine buffer); this is a plain
+ * copy of those facts for the cost model and the reports. */
 #ifndef RT_CATALOG_H
 #define RT_CATALOG_H
 
 #include "rt_common.h"
 
-/* How the frameworks shard a tensor. */
-typedef enum rt_role {
-  RT_ROLE_EMBED,      /* vocab-parallel embedding: dim 0 */
-  RT_ROLE_LM_HEAD,    /* vocab-parallel output layer: dim 0 */
-  RT_ROLE_NORM,       /* norms: replicated */
-  RT_ROLE_COL,        /* column-parallel Linear: dim 0 */
-  RT_ROLE_ROW,        /* row-parallel Linear: dim 1 */
-  RT_ROLE_REPL,       /* a Linear every TP rank holds whole (MLA down-projections) */
-  RT_ROLE_ROUTER,     /* MoE router gate: replicated */
-  RT_ROLE_BIAS,       /* router score bias: replicated */
-  RT_ROLE_EXPERT_COL, /* stacked experts [E, inter, hidden]: E over EP, dim 1 over TP */
-  RT_ROLE_EXPERT_ROW  /* stacked experts [E, hidden, inter]: E over EP, dim 2 over TP */
-} rt_role;
+#include <reshard/recipes.h>
 
-/* How the inference side (vLLM) packs a tensor's shard with others. */
-typedef enum rt_fuse {
-  RT_FUSE_NONE, /* its own buffer */
-  RT_FUSE_ROWS, /* local shards concatenated on dim 0 (qkv_proj, gate_up_proj) */
-  RT_FUSE_W13   /* stacked experts, per expert: gate rows then up rows (w13_weight) */
-} rt_fuse;
+/* How the frameworks shard and pack a tensor: the library's recipes say
+ * (rs_tensor_role, rs_fuse in reshard/recipes.h). */
+typedef rs_tensor_role rt_role;
+typedef rs_fuse rt_fuse;
 
 typedef struct rt_tensor {
   char name[RT_NAME_MAX];
@@ -42,10 +28,13 @@ typedef struct rt_tensor {
   int fuse_slot;  /* position inside the fused buffer */
 } rt_tensor;
 
+/* A model's facts, as the library's recipes read them (rs_model_get). A
+ * description the tests write names a catalog model, or holds a
+ * config.json text (config) the library reads. */
 typedef struct rt_model_info {
   const char *name;
   const char *family;   /* qwen3_moe, qwen3_dense, llama_dense, deepseek_v3 */
-  const char *aliases;  /* comma-separated, lower case */
+  const char *config;   /* a config.json text; NULL: the catalog's `name` */
   int hidden, layers, heads, kv_heads, head_dim;
   int inter;            /* dense MLP intermediate size (0: none) */
   int moe_inter, experts, shared_experts;
@@ -55,6 +44,7 @@ typedef struct rt_model_info {
   int mla;              /* DeepSeek MLA attention */
   int q_lora_rank, kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
   double published_params;
+  char name_buf[RT_NAME_MAX];
 } rt_model_info;
 
 typedef struct rt_model {
@@ -62,6 +52,8 @@ typedef struct rt_model {
   rt_tensor *t;
   int n;
   int nfuse; /* fused buffer ids used: 0 .. nfuse-1 */
+  rs_model *rs; /* the library's model */
+  rt_model_info own;
 } rt_model;
 
 int rt_model_count(void);
@@ -71,8 +63,8 @@ const rt_model_info *rt_model_find(const char *name);
 /* A comma-separated list of the catalog's model names (static storage). */
 const char *rt_model_names(void);
 
-/* Every tensor of the model. info may be any description, not only one of
- * the catalog's (tests build tiny models). Returns 0, or -1 with e set. */
+/* Every tensor of the model, from the library (rs_model_from_catalog, or
+ * rs_model_from_config with info->config). Returns 0, or -1 with e set. */
 int rt_model_build(const rt_model_info *info, rt_model *out, rt_err *e);
 void rt_model_free(rt_model *m);
 

@@ -88,78 +88,23 @@ int rt_dtype_parse_scales(const char *val, rt_dtype_spec *s, rt_err *e) {
   return 0;
 }
 
-bool rt_dtype_quantizable(const rt_tensor *t) {
-  switch (t->role) {
-  case RT_ROLE_COL:
-  case RT_ROLE_ROW:
-  case RT_ROLE_REPL:
-  case RT_ROLE_EXPERT_COL:
-  case RT_ROLE_EXPERT_ROW:
-    return t->ndim >= 2;
-  default:
-    return false;
-  }
-}
-
-static int64_t block_of(const rt_dtype_spec *spec, int ndim, int d) {
-  if (d == ndim - 1) return spec->block_cols;
-  return d == ndim - 2 ? spec->block_rows : 1;
-}
-
-/* Whether every inference shard of t holds whole blocks; if not, the
- * first shard that cuts one goes to td. */
-static bool whole_blocks(const rt_tensor *t, const rt_mesh *mesh,
-                         const rt_dtype_spec *spec, rt_tensor_dtype *td) {
-  int coord[RT_MAX_AX];
-  for (int i = 0, n = rt_mesh_size(mesh); i < n; i++) {
-    rt_box b;
-    rt_mesh_coord(mesh, i, coord);
-    if (!rt_mesh_box(mesh, t, coord, &b)) continue;
-    for (int d = t->ndim - 2; d < t->ndim; d++) {
-      int64_t bs = block_of(spec, t->ndim, d);
-      bool at_end = b.off[d] + b.ext[d] == t->shape[d];
-      if (b.off[d] % bs || (!at_end && b.ext[d] % bs)) {
-        td->cut_dim = d;
-        td->cut_off = b.off[d];
-        td->cut_ext = b.ext[d];
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-void rt_dtypes_decide(const rt_model *model, const rt_mesh *dmesh,
-                      const rt_dtype_spec *spec, rt_tensor_dtype *td,
-                      rt_dtype_summary *sum) {
+void rt_dtypes_read(const rs_recipe *r, int ntensors, rt_tensor_dtype *td,
+                    rt_dtype_summary *sum) {
   memset(sum, 0, sizeof *sum);
   sum->first_kept = -1;
-  bool fp8 = spec->infer == RS_DTYPE_F8_E4M3;
-  /* fused groups with a member whose blocks are cut */
-  char *group_cut = rt_xcalloc((size_t)model->nfuse + 1, 1);
-  for (int t = 0; t < model->n; t++) {
-    const rt_tensor *x = &model->t[t];
+  for (int t = 0; t < ntensors; t++) {
     rt_tensor_dtype *d = &td[t];
+    int scaled = 0;
+    rs_fp8_kept kept = RS_FP8_QUANTIZED_OR_PLAIN;
+    int64_t cut[3];
     memset(d, 0, sizeof *d);
-    d->src = spec->train == RS_DTYPE_F32 ? RS_DTYPE_F32 : x->dtype;
-    d->dst = spec->infer == RS_DTYPE_F32 ? RS_DTYPE_F32 : x->dtype;
-    if (!fp8 || !rt_dtype_quantizable(x)) continue;
-    if (whole_blocks(x, &dmesh[t], spec, d)) {
-      d->scaled = true;
-    } else {
-      d->kept = RT_KEEP_BLOCKS_CUT;
-      if (x->fuse_group >= 0) group_cut[x->fuse_group] = 1;
-    }
-  }
-  for (int t = 0; t < model->n; t++) {
-    const rt_tensor *x = &model->t[t];
-    rt_tensor_dtype *d = &td[t];
-    if (d->scaled && x->fuse_group >= 0 && group_cut[x->fuse_group]) {
-      d->scaled = false;
-      d->kept = RT_KEEP_FUSED;
-    }
+    rs_recipe_tensor_dtypes(r, t, &d->src, &d->dst, &scaled, &kept, cut);
+    d->scaled = scaled;
+    d->kept = (rt_keep)kept;
+    d->cut_dim = cut[0];
+    d->cut_off = cut[1];
+    d->cut_ext = cut[2];
     if (d->scaled) {
-      d->dst = RS_DTYPE_F8_E4M3;
       sum->quantized++;
     } else if (d->kept == RT_KEEP_BLOCKS_CUT) {
       sum->kept_cut++;
@@ -171,40 +116,19 @@ void rt_dtypes_decide(const rt_model *model, const rt_mesh *dmesh,
     }
     sum->converts |= d->src != d->dst;
   }
-  free(group_cut);
-}
-
-void rt_scale_name(const char *values, char *out, size_t n) {
-  snprintf(out, n, "%s_scale_inv", values);
-}
-
-void rt_scale_box(const rt_box *v, const rt_dtype_spec *spec, rt_box *out) {
-  *out = *v;
-  for (int d = v->ndim >= 2 ? v->ndim - 2 : 0; d < v->ndim; d++) {
-    int64_t bs = block_of(spec, v->ndim, d);
-    int64_t first = v->off[d] / bs;
-    int64_t end = (v->off[d] + v->ext[d] + bs - 1) / bs;
-    out->off[d] = first;
-    out->ext[d] = end - first;
-  }
-}
-
-void rt_scale_shape(const rt_tensor *t, const rt_dtype_spec *spec,
-                    int64_t *shape) {
-  rt_box whole = {.ndim = t->ndim}, s;
-  for (int d = 0; d < t->ndim; d++) whole.ext[d] = t->shape[d];
-  rt_scale_box(&whole, spec, &s);
-  for (int d = 0; d < t->ndim; d++) shape[d] = s.ext[d];
 }
 
 double rt_tensor_dst_bytes(const rt_tensor *t, const rt_tensor_dtype *td,
                            const rt_dtype_spec *spec) {
   double bytes = (double)rt_tensor_numel(t) * (double)rs_dtype_size(td->dst);
-  if (td->scaled) {
-    int64_t shape[RT_MAXD];
-    rt_scale_shape(t, spec, shape);
+  if (td->scaled) { /* one f32 scale per block of the last two dims */
     double n = 1;
-    for (int d = 0; d < t->ndim; d++) n *= (double)shape[d];
+    for (int d = 0; d < t->ndim; d++) {
+      int64_t b = d == t->ndim - 1   ? spec->block_cols
+                  : d == t->ndim - 2 ? spec->block_rows
+                                     : 1;
+      n *= (double)((t->shape[d] + b - 1) / b);
+    }
     bytes += n * (double)rs_dtype_size(RS_DTYPE_F32);
   }
   return bytes;

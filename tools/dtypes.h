@@ -32,9 +32,9 @@ const char *rt_scale_rule_word(rs_scale_rule rule);
 
 /* Why a linear weight was left unquantized with --infer-dtype fp8. */
 typedef enum rt_keep {
-  RT_KEEP_NONE = 0,
-  RT_KEEP_BLOCKS_CUT = 1, /* an inference shard cuts a block */
-  RT_KEEP_FUSED = 2       /* fused in one vLLM buffer with such a tensor */
+  RT_KEEP_NONE = RS_FP8_QUANTIZED_OR_PLAIN,
+  RT_KEEP_BLOCKS_CUT = RS_FP8_KEPT_BLOCKS_CUT, /* a shard cuts a block */
+  RT_KEEP_FUSED = RS_FP8_KEPT_FUSED /* fused in one vLLM buffer with one */
 } rt_keep;
 
 /* One tensor as our plan declares it. */
@@ -54,30 +54,12 @@ typedef struct rt_dtype_summary {
   int first_kept;  /* tensor index of the first kept for blocks cut; -1 */
 } rt_dtype_summary;
 
-/* Whether the fp8 scheme quantizes tensors of this role: the 2-D and 3-D
- * linear weights (attention and MLA projections, MLPs, experts); not
- * norms, biases, embeddings, lm_head or the router. */
-bool rt_dtype_quantizable(const rt_tensor *t);
-
-/* Decide every tensor's dtypes (td: model->n entries) from the spec and the
- * inference meshes: a quantizable tensor becomes fp8 where every inference
- * shard holds whole blocks of its last two dims, and the members of one
- * fused buffer are quantized together or not at all. Tensors not
- * quantized keep the model's dtype on the inference side (fp32 with
- * --infer-dtype fp32); the trainer holds the model's dtype, or fp32. */
-void rt_dtypes_decide(const rt_model *model, const rt_mesh *dmesh,
-                      const rt_dtype_spec *spec, rt_tensor_dtype *td,
-                      rt_dtype_summary *sum);
-
-/* "x.weight" -> "x.weight_scale_inv" (vLLM's weight_scale_inv). */
-void rt_scale_name(const char *values, char *out, size_t n);
-/* The scales of a values box (whole blocks): the last two dims divided by
- * the block, rounded up (a 1-D box: its one dim by block_cols). */
-void rt_scale_box(const rt_box *values, const rt_dtype_spec *spec,
-                  rt_box *out);
-/* Shape of the scale tensor of t. */
-void rt_scale_shape(const rt_tensor *t, const rt_dtype_spec *spec,
-                    int64_t *shape);
+/* Every tensor's dtypes (td: model->n entries) as the recipe decided them
+ * (rs_recipe_tensor_dtypes: fp8 where every engine shard holds whole
+ * blocks, the members of one fused buffer together or not at all), and
+ * their summary. */
+void rt_dtypes_read(const rs_recipe *r, int ntensors, rt_tensor_dtype *td,
+                    rt_dtype_summary *sum);
 
 /* Bytes of t as the inference side holds it: its values and, when scaled,
  * its scales. */

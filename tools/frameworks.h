@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Framework layouts: how a Megatron-style trainer and a vLLM-style
- * inference engine shard every tensor of a catalog model, as device meshes
- * with DTensor placements and explicit rank strides (the launchers' rank
- * orders). */
+/* Framework layouts as the CLI sees them: the library's recipes
+ * (reshard/recipes.h) parse the trainer and engine specs, derive their
+ * sizes and give every tensor's device mesh (DTensor placements and rank
+ * strides); these are plain copies for the cost model, and the geometry
+ * of a mesh (coordinates, boxes, evenness) the cost model walks. */
 #ifndef RT_FRAMEWORKS_H
 #define RT_FRAMEWORKS_H
 
@@ -28,13 +29,9 @@ typedef struct rt_infer {
   int given_gpus;
 } rt_infer;
 
-/* "tp=2,cp=2,ep=16,pp=4" (keys tp cp ep etp pp dp edp gpus fsdp). */
-int rt_train_parse(const char *spec, rt_train *out, rt_err *e);
-/* "tp=8,dp=16[,ep=128]" (keys tp dp ep gpus). */
-int rt_infer_parse(const char *spec, rt_infer *out, rt_err *e);
-/* Derive the sizes not given and check them against the model. */
-int rt_train_resolve(const rt_model_info *m, rt_train *t, rt_err *e);
-int rt_infer_resolve(const rt_model_info *m, rt_infer *t, rt_err *e);
+/* The sizes a recipe resolved (rs_recipe_get). */
+void rt_train_read(const rs_recipe *r, rt_train *out);
+void rt_infer_read(const rs_recipe *r, rt_infer *out);
 /* "TP1 CP1 EP16 PP4 (DP32, expert-DP2)" */
 void rt_train_describe(const rt_train *t, bool moe, char *buf, size_t n);
 void rt_infer_describe(const rt_infer *t, bool moe, char *buf, size_t n);
@@ -52,13 +49,8 @@ typedef struct rt_mesh {
 } rt_mesh;
 
 int rt_train_stage_size(const rt_train *t);
-/* Pipeline stage of a tensor: layer L on stage L*pp/layers, embed_tokens
- * on the first stage, the other non-layer tensors on the last. */
-int rt_train_stage(const rt_model *m, const rt_train *t, int tensor);
-void rt_train_mesh(const rt_model *m, const rt_train *t, int tensor,
-                   rt_mesh *out);
-void rt_infer_mesh(const rt_model *m, const rt_infer *t, int tensor,
-                   int rank0, rt_mesh *out);
+/* The mesh tensor has on one side of a recipe (rs_recipe_mesh). */
+void rt_recipe_mesh(const rs_recipe *r, rs_side side, int tensor, rt_mesh *out);
 
 int rt_mesh_size(const rt_mesh *mesh);
 /* Coordinates of mesh index idx (row-major over the axes). */

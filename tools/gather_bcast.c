@@ -251,8 +251,7 @@ static void gather_then_bcast(const rt_job *job, const gb_tensor *sz,
     int root = s * ss;
     double in_bucket = 0, to_send = 0, to_convert = 0;
     for (int t = 0; t <= job->model.n; t++) {
-      bool in_stage =
-          t < job->model.n && rt_train_stage(&job->model, &job->train, t) == s;
+      bool in_stage = t < job->model.n && rt_job_stage(job, t) == s;
       double numel = in_stage ? (double)rt_tensor_numel(&job->model.t[t]) : 0;
       double tb = in_stage ? numel * sz[t].gather_esize : 0;
       bool flush = t == job->model.n ||

@@ -6,6 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A failure of the library's recipes, in the words of the command line:
+ * its "train: " and "infer: " are the options --train and --infer, and the
+ * source place it names (" [parallel.c:105]") is left out. */
+static int fail_recipe(rt_err *e) {
+  const char *msg = rs_last_error();
+  const char *opt = "";
+  if (!strncmp(msg, "train: ", 7) || !strncmp(msg, "infer: ", 7)) opt = "--";
+  size_t n = strlen(msg);
+  const char *open = strrchr(msg, '[');
+  if (open && open > msg && open[-1] == ' ' && msg[n - 1] == ']')
+    n = (size_t)(open - 1 - msg);
+  return rt_fail(e, "%s%.*s", opt, (int)n, msg);
+}
+
 int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
   memset(job, 0, sizeof *job);
   const rt_model_info *info = spec->info;
@@ -16,33 +30,44 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
                      spec->model ? spec->model : "", rt_model_names());
   }
   if (!spec->cluster) return rt_fail(e, "--cluster: no cluster given");
-  if (rt_train_parse(spec->train, &job->train, e) ||
-      rt_train_resolve(info, &job->train, e) ||
-      rt_infer_parse(spec->infer, &job->infer, e) ||
-      rt_infer_resolve(info, &job->infer, e))
+  if (rt_model_build(info, &job->model, e)) return -1;
+  snprintf(job->train_spec, sizeof job->train_spec, "%s",
+           spec->train ? spec->train : "");
+  snprintf(job->infer_spec, sizeof job->infer_spec, "%s",
+           spec->infer ? spec->infer : "");
+  if (rs_recipe_create(job->model.rs, job->train_spec, job->infer_spec,
+                       &job->recipe) != RS_OK) {
+    fail_recipe(e);
+    rt_job_free(job);
     return -1;
+  }
+  rt_train_read(job->recipe, &job->train);
+  rt_infer_read(job->recipe, &job->infer);
   job->cluster = *spec->cluster;
   job->placement = spec->placement;
   job->domain_gpus =
       spec->domain_gpus ? spec->domain_gpus : job->cluster.job_gpus_per_domain;
-  if (job->domain_gpus < 1 || job->domain_gpus > job->cluster.gpus_per_domain)
-    return rt_fail(e, "--domain-gpus: %d is outside [1, %d] (the %s domain "
-                      "size)",
-                   job->domain_gpus, job->cluster.gpus_per_domain,
-                   job->cluster.name);
+  if (job->domain_gpus < 1 || job->domain_gpus > job->cluster.gpus_per_domain) {
+    rt_fail(e, "--domain-gpus: %d is outside [1, %d] (the %s domain size)",
+            job->domain_gpus, job->cluster.gpus_per_domain, job->cluster.name);
+    rt_job_free(job);
+    return -1;
+  }
   bool colocated = job->placement == RT_PLACE_COLOCATED;
   if (colocated && job->train.world != job->infer.world) {
-    bool moe = rt_model_is_moe(info);
+    bool moe = rt_model_is_moe(job->model.info);
     char tr[160], in[96];
     rt_train_describe(&job->train, moe, tr, sizeof tr);
     rt_infer_describe(&job->infer, moe, in, sizeof in);
-    return rt_fail(e, "--colocate: the trainer uses %d GPUs (%s) and the "
-                      "inference engine %d (%s); colocation puts trainer "
-                      "rank i and inference rank i on GPU i, so both sides "
-                      "must use the same number of GPUs",
-                   job->train.world, tr, job->infer.world, in);
+    rt_fail(e,
+            "--colocate: the trainer uses %d GPUs (%s) and the "
+            "inference engine %d (%s); colocation puts trainer "
+            "rank i and inference rank i on GPU i, so both sides "
+            "must use the same number of GPUs",
+            job->train.world, tr, job->infer.world, in);
+    rt_job_free(job);
+    return -1;
   }
-  if (rt_model_build(info, &job->model, e)) return -1;
   job->ntrain = job->train.world;
   job->ninfer = job->infer.world;
   job->infer_first = colocated ? 0 : job->ntrain;
@@ -51,6 +76,7 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
     rt_job_free(job);
     return rt_fail(e, "%d ranks in all: too many", job->world);
   }
+  rs_recipe_set(job->recipe, RS_RECIPE_INFER_FIRST_RANK, job->infer_first);
 
   /* Domains: consecutive ranks fill a domain; with the split placement the
    * generators start on a fresh one. */
@@ -70,15 +96,22 @@ int rt_job_init(rt_job *job, const rt_job_spec *spec, rt_err *e) {
   job->smesh = rt_xmalloc(sizeof *job->smesh * (size_t)job->model.n);
   job->dmesh = rt_xmalloc(sizeof *job->dmesh * (size_t)job->model.n);
   for (int t = 0; t < job->model.n; t++) {
-    rt_train_mesh(&job->model, &job->train, t, &job->smesh[t]);
-    rt_infer_mesh(&job->model, &job->infer, t, job->infer_first,
-                  &job->dmesh[t]);
+    rt_recipe_mesh(job->recipe, RS_SIDE_SRC, t, &job->smesh[t]);
+    rt_recipe_mesh(job->recipe, RS_SIDE_DST, t, &job->dmesh[t]);
   }
   job->td = rt_xmalloc(sizeof *job->td * (size_t)job->model.n);
   rt_dtype_spec_default(&job->dtypes);
-  rt_dtypes_decide(&job->model, job->dmesh, &job->dtypes, job->td,
-                   &job->dsum);
+  rt_dtypes_read(job->recipe, job->model.n, job->td, &job->dsum);
   return 0;
+}
+
+/* The recipe's dtype settings from a spec. */
+static void set_dtypes(rs_recipe *r, const rt_dtype_spec *spec) {
+  rs_recipe_set(r, RS_RECIPE_TRAIN_DTYPE, spec->train);
+  rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, spec->infer);
+  rs_recipe_set(r, RS_RECIPE_FP8_BLOCK_ROWS, spec->block_rows);
+  rs_recipe_set(r, RS_RECIPE_FP8_BLOCK_COLS, spec->block_cols);
+  rs_recipe_set(r, RS_RECIPE_FP8_SCALE_RULE, spec->rule);
 }
 
 int rt_job_set_dtypes(rt_job *job, const rt_dtype_spec *spec, rt_err *e) {
@@ -87,8 +120,8 @@ int rt_job_set_dtypes(rt_job *job, const rt_dtype_spec *spec, rt_err *e) {
                       "and one column",
                    (long long)spec->block_rows, (long long)spec->block_cols);
   job->dtypes = *spec;
-  rt_dtypes_decide(&job->model, job->dmesh, &job->dtypes, job->td,
-                   &job->dsum);
+  set_dtypes(job->recipe, spec);
+  rt_dtypes_read(job->recipe, job->model.n, job->td, &job->dsum);
   /* without conversion (fp32 on both sides) every strategy moves that */
   if (!job->dsum.converts)
     for (int t = 0; t < job->model.n; t++)
@@ -100,14 +133,25 @@ void rt_job_without_conversion(const rt_job *job, rt_job *view) {
   *view = *job;
   view->td = rt_xmalloc(sizeof *view->td * (size_t)job->model.n);
   rt_dtype_spec_default(&view->dtypes);
-  rt_dtypes_decide(&job->model, job->dmesh, &view->dtypes, view->td,
-                   &view->dsum);
+  /* the same recipe with the default dtypes */
+  if (rs_recipe_create(job->model.rs, job->train_spec, job->infer_spec,
+                       &view->recipe) != RS_OK) {
+    fprintf(stderr, "reshard: %s\n", rs_last_error());
+    exit(2);
+  }
+  rs_recipe_set(view->recipe, RS_RECIPE_INFER_FIRST_RANK, job->infer_first);
+  rt_dtypes_read(view->recipe, job->model.n, view->td, &view->dsum);
 }
 
 void rt_job_view_free(rt_job *view) {
   if (!view) return;
   free(view->td);
+  rs_recipe_destroy(view->recipe);
   memset(view, 0, sizeof *view);
+}
+
+int rt_job_stage(const rt_job *job, int tensor) {
+  return job->smesh[tensor].rank0 / rt_train_stage_size(&job->train);
 }
 
 bool rt_job_colocated(const rt_job *job) {
@@ -123,30 +167,26 @@ const char *rt_placement_name(rt_placement placement) {
   return "?";
 }
 
+typedef struct sum_ctx {
+  const rt_job *job;
+  double bytes;
+} sum_ctx;
+
+static void add_bytes(const rt_shard *s, void *arg) {
+  sum_ctx *c = arg;
+  rs_dtype dt = s->scales ? RS_DTYPE_F32 : c->job->td[s->tensor].dst;
+  c->bytes += (double)rt_box_volume(&s->box) * (double)rs_dtype_size(dt);
+}
+
 double rt_job_needed_bytes(const rt_job *job) {
-  double bytes = 0;
-  for (int t = 0; t < job->model.n; t++) {
-    const rt_tensor *x = &job->model.t[t];
-    const rt_tensor_dtype *td = &job->td[t];
-    rt_groups D;
-    rt_groups_from_mesh(&job->dmesh[t], x, &D);
-    for (int k = 0; k < D.n; k++) {
-      bytes += (double)rt_box_volume(&D.g[k].box) * D.g[k].n *
-               (double)rs_dtype_size(td->dst);
-      if (td->scaled) {
-        rt_box sb;
-        rt_scale_box(&D.g[k].box, &job->dtypes, &sb);
-        bytes += (double)rt_box_volume(&sb) * D.g[k].n *
-                 (double)rs_dtype_size(RS_DTYPE_F32);
-      }
-    }
-    rt_groups_free(&D);
-  }
-  return bytes;
+  sum_ctx c = {job, 0};
+  rt_job_shards(job, RS_SIDE_DST, add_bytes, &c);
+  return c.bytes;
 }
 
 void rt_job_free(rt_job *job) {
   if (!job) return;
+  rs_recipe_destroy(job->recipe);
   rt_model_free(&job->model);
   free(job->domain);
   free(job->domain_ranks);
@@ -156,220 +196,25 @@ void rt_job_free(rt_job *job) {
   memset(job, 0, sizeof *job);
 }
 
-static void dense_strides(const rt_box *b, int64_t *s) {
-  int64_t x = 1;
-  for (int d = b->ndim - 1; d >= 0; d--) {
-    s[d] = x;
-    x *= b->ext[d];
-  }
-}
-
-static int64_t src_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
-  /* Offsets of each rank's two parameter buffers (bf16, f32). */
-  int64_t *off = rt_xcalloc((size_t)job->ntrain * 2, sizeof *off);
-  int64_t count = 0;
-  int coord[RT_MAX_AX];
-  for (int t = 0; t < job->model.n; t++) {
-    const rt_tensor *x = &job->model.t[t];
-    const rt_mesh *m = &job->smesh[t];
-    rs_dtype dtype = job->td[t].src;
-    int esize = (int)rs_dtype_size(dtype);
-    int buf = dtype == RS_DTYPE_F32 ? 1 : 0;
-    for (int i = 0, n = rt_mesh_size(m); i < n; i++) {
-      rt_shard s;
-      rt_mesh_coord(m, i, coord);
-      if (!rt_mesh_box(m, x, coord, &s.box)) continue;
-      s.tensor = t;
-      s.rank = rt_mesh_rank(m, coord);
-      s.scales = false;
-      s.buffer = buf;
-      s.byte_offset = off[2 * s.rank + buf];
-      dense_strides(&s.box, s.strides);
-      off[2 * s.rank + buf] += rt_box_volume(&s.box) * esize;
-      fn(&s, arg);
-      count++;
-    }
-  }
-  free(off);
-  return count;
-}
-
-/* fp8 scales: each placed like its values, in buffer `buffer` of the
- * rank, dense, tensor after tensor. */
-static int64_t scale_shards(const rt_job *job, int buffer, rt_shard_fn fn,
-                            void *arg) {
-  int64_t *at = rt_xcalloc((size_t)job->ninfer, sizeof *at);
-  int64_t count = 0;
-  int coord[RT_MAX_AX];
-  for (int t = 0; t < job->model.n; t++) {
-    if (!job->td[t].scaled) continue;
-    const rt_mesh *m = &job->dmesh[t];
-    for (int i = 0, n = rt_mesh_size(m); i < n; i++) {
-      rt_box values;
-      rt_mesh_coord(m, i, coord);
-      if (!rt_mesh_box(m, &job->model.t[t], coord, &values)) continue;
-      rt_shard s;
-      s.tensor = t;
-      s.scales = true;
-      s.rank = rt_mesh_rank(m, coord);
-      s.buffer = buffer;
-      rt_scale_box(&values, &job->dtypes, &s.box);
-      dense_strides(&s.box, s.strides);
-      int64_t *off = &at[s.rank - job->infer_first];
-      s.byte_offset = *off;
-      *off += rt_box_volume(&s.box) * (int64_t)rs_dtype_size(RS_DTYPE_F32);
-      fn(&s, arg);
-      count++;
-    }
-  }
-  free(at);
-  return count;
-}
-
-/* Inference side: per rank, one buffer per parameter or fused group. */
-static int64_t dst_shards(const rt_job *job, rt_shard_fn fn, void *arg) {
-  const rt_model *mo = &job->model;
-  /* Buffer id of each tensor: fused groups first share one id. */
-  int *buf_of = rt_xmalloc(sizeof *buf_of * (size_t)mo->n);
-  int *group_buf = rt_xmalloc(sizeof *group_buf * (size_t)(mo->nfuse + 1));
-  for (int i = 0; i <= mo->nfuse; i++) group_buf[i] = -1;
-  int next = 0;
-  for (int t = 0; t < mo->n; t++) {
-    const rt_tensor *x = &mo->t[t];
-    if (x->fuse_group >= 0) {
-      if (group_buf[x->fuse_group] < 0) group_buf[x->fuse_group] = next++;
-      buf_of[t] = group_buf[x->fuse_group];
-    } else {
-      buf_of[t] = next++;
-    }
-  }
-  int64_t count = 0;
-  int coord[RT_MAX_AX];
-  /* Walk fused groups as units so each slot knows its predecessors. */
-  int *members = rt_xmalloc(sizeof *members * 8);
-  char *done = rt_xcalloc((size_t)mo->n, 1);
-  for (int t0 = 0; t0 < mo->n; t0++) {
-    if (done[t0]) continue;
-    int nm = 0;
-    const rt_tensor *x0 = &mo->t[t0];
-    if (x0->fuse_group < 0) {
-      members[nm++] = t0;
-    } else {
-      for (int slot = 0; slot < 8; slot++)
-        for (int t = t0; t < mo->n && t < t0 + 16; t++)
-          if (mo->t[t].fuse_group == x0->fuse_group &&
-              mo->t[t].fuse_slot == slot)
-            members[nm++] = t;
-    }
-    for (int k = 0; k < nm; k++) done[members[k]] = 1;
-    /* Every member has the same mesh size on the inference side except
-     * kv-replicated k/v; walk ranks of the first member's mesh and look up
-     * the others' boxes per rank. */
-    const int ninf = job->ninfer;
-    rt_box *box = rt_xmalloc(sizeof *box * (size_t)ninf * (size_t)nm);
-    char *has = rt_xcalloc((size_t)ninf * (size_t)nm, 1);
-    for (int k = 0; k < nm; k++) {
-      const rt_mesh *m = &job->dmesh[members[k]];
-      const rt_tensor *x = &mo->t[members[k]];
-      for (int i = 0, n = rt_mesh_size(m); i < n; i++) {
-        rt_box b;
-        rt_mesh_coord(m, i, coord);
-        if (!rt_mesh_box(m, x, coord, &b)) continue;
-        int r = rt_mesh_rank(m, coord) - job->infer_first;
-        box[(size_t)r * nm + k] = b;
-        has[(size_t)r * nm + k] = 1;
-      }
-    }
-    for (int r = 0; r < ninf; r++) {
-      int64_t at = 0;
-      for (int k = 0; k < nm; k++) {
-        if (!has[(size_t)r * nm + k]) continue;
-        const rt_tensor *x = &mo->t[members[k]];
-        int64_t esize = (int64_t)rs_dtype_size(job->td[members[k]].dst);
-        rt_shard s;
-        s.tensor = members[k];
-        s.rank = job->infer_first + r;
-        s.scales = false;
-        s.box = box[(size_t)r * nm + k];
-        s.buffer = buf_of[members[k]];
-        if (x->fuse == RT_FUSE_W13) {
-          /* [E_loc, sum of slot rows, H]: per expert, slot rows in order */
-          int64_t rows = 0, before = 0;
-          for (int j = 0; j < nm; j++) {
-            if (!has[(size_t)r * nm + j]) continue;
-            if (j < k) before += box[(size_t)r * nm + j].ext[1];
-            rows += box[(size_t)r * nm + j].ext[1];
-          }
-          s.strides[2] = 1;
-          s.strides[1] = s.box.ext[2];
-          s.strides[0] = rows * s.box.ext[2];
-          s.byte_offset = before * s.box.ext[2] * esize;
-        } else {
-          dense_strides(&s.box, s.strides);
-          s.byte_offset = at;
-          at += rt_box_volume(&s.box) * esize;
-        }
-        fn(&s, arg);
-        count++;
-      }
-    }
-    free(box);
-    free(has);
-  }
-  free(done);
-  free(members);
-  free(group_buf);
-  free(buf_of);
-  return count + scale_shards(job, next, fn, arg);
-}
-
 int64_t rt_job_shards(const rt_job *job, rs_side side, rt_shard_fn fn,
                       void *arg) {
-  return side == RS_SIDE_SRC ? src_shards(job, fn, arg)
-                             : dst_shards(job, fn, arg);
-}
-
-typedef struct add_ctx {
-  rs_layout *l;
-  rs_context *ctx;
-  const rt_job *job;
-  rs_status st;
-  char msg[512];
-} add_ctx;
-
-static void add_shard(const rt_shard *s, void *arg) {
-  add_ctx *a = arg;
-  if (a->st != RS_OK) return;
-  const rt_tensor *x = &a->job->model.t[s->tensor];
-  char scales[RT_NAME_MAX + 16];
-  const char *name = x->name;
-  if (s->scales) {
-    rt_scale_name(x->name, scales, sizeof scales);
-    name = scales;
+  int64_t n = 0;
+  if (rs_recipe_num_shards(job->recipe, side, RS_ALL_RANKS, &n) != RS_OK) {
+    fprintf(stderr, "reshard: %s\n", rs_last_error());
+    exit(2);
   }
-  rs_status st = rs_layout_add_shard(a->l, name, s->rank, s->box.off,
-                                     s->box.ext, s->buffer, s->byte_offset,
-                                     s->strides);
-  if (st != RS_OK) {
-    a->st = st;
-    snprintf(a->msg, sizeof a->msg, "rs_layout_add_shard(%s, rank %d): %s: %s",
-             name, s->rank, rs_status_name(st), rs_context_last_error(a->ctx));
+  for (int64_t i = 0; i < n; i++) {
+    rt_shard s;
+    int scales = 0;
+    memset(&s, 0, sizeof s);
+    rs_recipe_shard(job->recipe, side, RS_ALL_RANKS, i, &s.tensor, &scales,
+                    &s.rank, s.box.off, s.box.ext, &s.buffer, &s.byte_offset,
+                    s.strides);
+    s.scales = scales;
+    s.box.ndim = job->model.t[s.tensor].ndim;
+    fn(&s, arg);
   }
-}
-
-/* The f32 scale tensor of fp8 values x, in the destination layout only. */
-static rs_status declare_scales(rs_layout *dst, const rt_tensor *x,
-                                const rt_dtype_spec *spec) {
-  char name[RT_NAME_MAX + 16];
-  int64_t shape[RT_MAXD];
-  rt_scale_name(x->name, name, sizeof name);
-  rt_scale_shape(x, spec, shape);
-  rs_status st =
-      rs_layout_add_tensor(dst, name, RS_DTYPE_F32, x->ndim, shape);
-  if (st == RS_OK)
-    st = rs_layout_set_block_scales(dst, x->name, name, spec->block_rows,
-                                    spec->block_cols, spec->rule);
-  return st;
+  return n;
 }
 
 int rt_job_layouts(const rt_job *job, rs_context **ctx_out,
@@ -386,34 +231,19 @@ int rt_job_layouts(const rt_job *job, rs_context **ctx_out,
   rs_layout *l[2] = {NULL, NULL};
   if (st == RS_OK) st = rs_layout_create(ctx, &l[0]);
   if (st == RS_OK) st = rs_layout_create(ctx, &l[1]);
-  for (int t = 0; st == RS_OK && t < job->model.n; t++) {
-    const rt_tensor *x = &job->model.t[t];
-    const rt_tensor_dtype *td = &job->td[t];
-    st = rs_layout_add_tensor(l[0], x->name, td->src, x->ndim, x->shape);
-    if (st == RS_OK)
-      st = rs_layout_add_tensor(l[1], x->name, td->dst, x->ndim, x->shape);
-    if (st == RS_OK && td->scaled)
-      st = declare_scales(l[1], x, &job->dtypes);
+  const char *side = "trainer";
+  if (st == RS_OK) st = rs_recipe_add_train(l[0], job->recipe, RS_ALL_RANKS);
+  if (st == RS_OK) {
+    side = "inference";
+    st = rs_recipe_add_infer(l[1], job->recipe, RS_ALL_RANKS);
   }
   if (st != RS_OK) {
-    rt_fail(e, "building layouts: %s: %s", rs_status_name(st),
+    rt_fail(e, "building the %s layout: %s: %s", side, rs_status_name(st),
             rs_context_last_error(ctx));
     rs_layout_destroy(l[0]);
     rs_layout_destroy(l[1]);
     rs_context_destroy(ctx);
     return -1;
-  }
-  for (int s = 0; s < 2; s++) {
-    add_ctx a = {l[s], ctx, job, RS_OK, ""};
-    rt_job_shards(job, s == 0 ? RS_SIDE_SRC : RS_SIDE_DST, add_shard, &a);
-    if (a.st != RS_OK) {
-      rt_fail(e, "building the %s layout: %s",
-              s == 0 ? "trainer" : "inference", a.msg);
-      rs_layout_destroy(l[0]);
-      rs_layout_destroy(l[1]);
-      rs_context_destroy(ctx);
-      return -1;
-    }
   }
   *ctx_out = ctx;
   *src_out = l[0];

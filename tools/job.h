@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A job: a catalog model, a trainer layout, an inference layout, the
  * dtypes of both sides and a cluster, with every rank placed on an NVLink
- * domain. Builds the libreshard layouts (through the public API) and the
- * per-tensor holdings the cost model reads. */
+ * domain. The library's recipe (reshard/recipes.h) says how each side
+ * shards and packs every tensor; a job keeps copies of its meshes for the
+ * cost model and builds the libreshard layouts from the recipe. */
 #ifndef RT_JOB_H
 #define RT_JOB_H
 
@@ -19,6 +20,8 @@ typedef enum rt_placement {
 
 typedef struct rt_job {
   rt_model model;
+  rs_recipe *recipe; /* the library's layouts of both sides */
+  char train_spec[256], infer_spec[256];
   rt_train train;
   rt_infer infer;
   rt_cluster cluster;
@@ -80,19 +83,23 @@ typedef struct rt_shard {
 } rt_shard;
 
 typedef void (*rt_shard_fn)(const rt_shard *s, void *arg);
-/* Every non-empty shard of a side, with its local memory layout: trainer
- * ranks keep one contiguous buffer per dtype (Megatron's parameter
- * buffers: 0 bf16, 1 f32) in tensor order; inference ranks one buffer per
- * parameter, fused ones shared (vLLM's qkv_proj, gate_up_proj,
- * fused_qkv_a_proj, w13_weight), and, with fp8, one more buffer holding
- * all the rank's scales, tensor after tensor. Returns the number of
- * shards. */
+/* Every non-empty shard of a side, with its local memory layout, as the
+ * recipe adds them (rs_recipe_shard): trainer ranks keep one contiguous
+ * buffer per dtype (Megatron's parameter buffers: 0 bf16, 1 f32) in tensor
+ * order; inference ranks one buffer per parameter, fused ones shared
+ * (vLLM's qkv_proj, gate_up_proj, fused_qkv_a_proj, w13_weight), and, with
+ * fp8, one more buffer holding all the rank's scales, tensor after tensor.
+ * Returns the number of shards. */
 int64_t rt_job_shards(const rt_job *job, rs_side side, rt_shard_fn fn,
                       void *arg);
 
 /* Build a context (world ranks, domains set) and both layouts. */
 int rt_job_layouts(const rt_job *job, rs_context **ctx, rs_layout **src,
                    rs_layout **dst, rt_err *e);
+
+/* Pipeline stage of a tensor on the trainer side (its mesh's first rank
+ * over the ranks of a stage). */
+int rt_job_stage(const rt_job *job, int tensor);
 
 /* "train r12 (pp0 tp0 dp12 ep12, domain 1)", "infer r140 (dp1 tp4, domain
  * 17)"; colocated: "r3 (train pp0 tp0 dp3 | infer dp0 tp3, domain 0)" */

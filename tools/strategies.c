@@ -597,7 +597,7 @@ void rt_strategy_reference(const rt_job *job, bool hier, rt_load *load,
     ref_tensor(job, &S, &D, esize * pad, hier, &calls, &phase);
     rt_groups_free(&S);
     rt_groups_free(&D);
-    per_stage[rt_train_stage(&job->model, &job->train, t)]++;
+    per_stage[rt_job_stage(job, t)]++;
     if (o + 1 == job->model.n || strcmp(order[o + 1].key, order[o].key)) {
       int most = 0;
       for (int s = 0; s < job->train.pp; s++) {

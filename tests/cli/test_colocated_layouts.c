@@ -107,7 +107,7 @@ Test(colocated, identical_layouts_cost_a_copy) {
    * tensor over the 2 ranks (NVLink, one hop), then one bucket of slicing */
   int sharded = 0;
   for (int t = 0; t < job.model.n; t++)
-    sharded += job.model.t[t].role != RT_ROLE_NORM;
+    sharded += job.model.t[t].role != RS_ROLE_NORM;
   cr_expect_float_eq(r.gb_ideal.time, sh / 100e9 + 1e-6, 1e-12, "%s",
                      r.gb_ideal.note);
   cr_expect_float_eq(r.gb_rl.time,

@@ -162,7 +162,7 @@ Test(cost, strategies_on_a_tiny_job) {
   double sent = 0;
   int msgs = 0;
   for (int t = 0; t < job.model.n; t++)
-    if (job.model.t[t].role != RT_ROLE_NORM) {
+    if (job.model.t[t].role != RS_ROLE_NORM) {
       sent += (double)rt_tensor_bytes(&job.model.t[t]) / 2;
       msgs++;
     }

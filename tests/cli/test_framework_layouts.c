@@ -27,30 +27,37 @@ static int job_of(rt_job *job, const rt_model_info *info, const char *model,
 
 /* ---- specs -------------------------------------------------------------- */
 
+/* The sizes the library's recipe resolves for a catalog model. */
+static void resolve(const char *model, const char *train, const char *infer,
+                    rt_train *t, rt_infer *i) {
+  rs_model *m = NULL;
+  rs_recipe *r = NULL;
+  cr_assert_eq(rs_model_from_catalog(model, &m), RS_OK, "%s", rs_last_error());
+  cr_assert_eq(rs_recipe_create(m, train, infer, &r), RS_OK, "%s",
+               rs_last_error());
+  rt_train_read(r, t);
+  rt_infer_read(r, i);
+  rs_recipe_destroy(r);
+  rs_model_destroy(m);
+}
+
 Test(frameworks, parse_train_and_infer) {
   rt_train t;
   rt_infer i;
-  rt_err e;
-  cr_assert_eq(rt_train_parse("tp=2,cp=2,ep=16,pp=4,gpus=64", &t, &e), 0, "%s",
-               e.msg);
+  resolve("Qwen3-235B-A22B", "tp=2,cp=2,ep=16,pp=4,gpus=64", "tp=8", &t, &i);
   cr_expect_eq(t.tp, 2);
   cr_expect_eq(t.cp, 2);
   cr_expect_eq(t.ep, 16);
   cr_expect_eq(t.pp, 4);
   cr_expect_eq(t.etp, 1);
-  cr_expect_eq(t.given_gpus, 64);
-  cr_assert_eq(rt_train_resolve(rt_model_find("Qwen3-235B-A22B"), &t, &e), 0,
-               "%s", e.msg);
   cr_expect_eq(t.world, 64);
   cr_expect_eq(t.dp, 4);  /* 16 per stage / (tp 2 * cp 2) */
   cr_expect_eq(t.edp, 1); /* 16 per stage / ep 16 */
-  cr_assert_eq(rt_infer_parse("tp=8,dp=16", &i, &e), 0);
-  cr_assert_eq(rt_infer_resolve(rt_model_find("DeepSeek-V3"), &i, &e), 0);
+  resolve("DeepSeek-V3", "tp=1", "tp=8,dp=16", &t, &i);
   cr_expect_eq(i.world, 128);
   cr_expect_eq(i.ep, 1);
   /* the reference's DeepSeek-V3 config: dp there is expert-DP */
-  cr_assert_eq(rt_train_parse("tp=1,cp=1,ep=16,pp=4,edp=2", &t, &e), 0);
-  cr_assert_eq(rt_train_resolve(rt_model_find("DeepSeek-V3"), &t, &e), 0);
+  resolve("DeepSeek-V3", "tp=1,cp=1,ep=16,pp=4,edp=2", "tp=8", &t, &i);
   cr_expect_eq(t.world, 128);
   cr_expect_eq(t.dp, 32);
 }
@@ -129,10 +136,10 @@ Test(frameworks, megatron_rank_order_and_stages) {
   cr_expect_eq(job.train.edp, 2);
   for (int t = 0; t < job.model.n; t++) {
     const rt_tensor *x = &job.model.t[t];
-    int s = rt_train_stage(&job.model, &job.train, t);
+    int s = rt_job_stage(&job, t);
     if (x->layer >= 0)
       cr_expect_eq(s, x->layer * 2 / 4, "%s", x->name);
-    else if (x->role == RT_ROLE_EMBED)
+    else if (x->role == RS_ROLE_EMBED)
       cr_expect_eq(s, 0);
     else
       cr_expect_eq(s, 1, "%s on the last stage", x->name);
@@ -144,16 +151,16 @@ Test(frameworks, megatron_rank_order_and_stages) {
       rt_mesh_coord(m, i, coord);
       int r = rt_mesh_rank(m, coord) - m->rank0;
       if (!rt_mesh_box(m, x, coord, &b)) continue;
-      if (x->role == RT_ROLE_EXPERT_COL) { /* ep = (r / etp) % ep */
+      if (x->role == RS_ROLE_EXPERT_COL) { /* ep = (r / etp) % ep */
         cr_expect_eq(b.off[0], (int64_t)(r % 4) * 2, "%s rank %d", x->name, r);
         cr_expect_eq(b.ext[0], 2);
         cr_expect_eq(b.ext[1], x->shape[1]);
-      } else if (x->role == RT_ROLE_COL) { /* tp = r % tp */
+      } else if (x->role == RS_ROLE_COL) { /* tp = r % tp */
         cr_expect_eq(b.off[0], (int64_t)(r % 2) * (x->shape[0] / 2), "%s", x->name);
-      } else if (x->role == RT_ROLE_ROW) {
+      } else if (x->role == RS_ROLE_ROW) {
         cr_expect_eq(b.off[1], (int64_t)(r % 2) * (x->shape[1] / 2), "%s", x->name);
         cr_expect_eq(b.ext[0], x->shape[0]);
-      } else if (x->role == RT_ROLE_NORM || x->role == RT_ROLE_ROUTER) {
+      } else if (x->role == RS_ROLE_NORM || x->role == RS_ROLE_ROUTER) {
         cr_expect_eq(rt_box_volume(&b), rt_tensor_numel(x));
       }
     }
@@ -173,8 +180,8 @@ Test(frameworks, fsdp_and_expert_tp_shard_two_axes) {
     rt_groups_from_mesh(&job.smesh[t], x, &g);
     /* dim-0 sharded over the data-parallel axes: replicas only where TP
      * replicates (norms, router) */
-    bool tp_sharded = x->role != RT_ROLE_NORM && x->role != RT_ROLE_ROUTER &&
-                      x->role != RT_ROLE_BIAS && x->role != RT_ROLE_REPL;
+    bool tp_sharded = x->role != RS_ROLE_NORM && x->role != RS_ROLE_ROUTER &&
+                      x->role != RS_ROLE_BIAS && x->role != RS_ROLE_REPL;
     int64_t vol = 0;
     for (int i = 0; i < g.n; i++) {
       cr_expect_eq(g.g[i].n, tp_sharded ? 1 : 2, "%s: box held by %d ranks",
@@ -182,9 +189,9 @@ Test(frameworks, fsdp_and_expert_tp_shard_two_axes) {
       vol += rt_box_volume(&g.g[i].box);
     }
     cr_expect_eq(vol, rt_tensor_numel(x), "%s covered once", x->name);
-    if (x->role == RT_ROLE_COL)
+    if (x->role == RS_ROLE_COL)
       cr_expect_eq(rt_mesh_shard_axes(&job.smesh[t]), 2, "%s", x->name);
-    if (x->role == RT_ROLE_EXPERT_COL)
+    if (x->role == RS_ROLE_EXPERT_COL)
       cr_expect_eq(rt_mesh_shard_axes(&job.smesh[t]), 3, "%s", x->name);
     rt_groups_free(&g);
   }

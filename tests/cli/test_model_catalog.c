@@ -131,8 +131,8 @@ Test(catalog, roles_and_fusion) {
   const rt_tensor *v = find(&m, "model.layers.1.self_attn.v_proj.weight");
   const rt_tensor *o = find(&m, "model.layers.1.self_attn.o_proj.weight");
   cr_assert(q && k && v && o);
-  cr_expect_eq(q->role, RT_ROLE_COL);
-  cr_expect_eq(o->role, RT_ROLE_ROW);
+  cr_expect_eq(q->role, RS_ROLE_COL);
+  cr_expect_eq(o->role, RS_ROLE_ROW);
   cr_expect(k->kv && v->kv && !q->kv);
   cr_expect_eq(q->fuse_group, k->fuse_group);
   cr_expect_eq(q->fuse_group, v->fuse_group);
@@ -143,11 +143,11 @@ Test(catalog, roles_and_fusion) {
   const rt_tensor *g = find(&m, "model.layers.1.mlp.experts.gate_proj.weight");
   const rt_tensor *u = find(&m, "model.layers.1.mlp.experts.up_proj.weight");
   cr_assert(g && u);
-  cr_expect_eq(g->fuse, RT_FUSE_W13);
+  cr_expect_eq(g->fuse, RS_FUSE_W13);
   cr_expect_eq(g->fuse_group, u->fuse_group);
   cr_expect_neq(g->fuse_group, q->fuse_group);
   cr_expect_eq(find(&m, "model.layers.1.mlp.gate.weight")->role,
-               RT_ROLE_ROUTER);
+               RS_ROLE_ROUTER);
   cr_expect_eq(find(&m, "model.norm.weight")->layer, -1);
   rt_model_free(&m);
 }
@@ -159,13 +159,15 @@ Test(catalog, lookup_and_bad_descriptions) {
   cr_expect_not_null(rt_model_find("deepseek-v3"));
   cr_expect(strstr(rt_model_names(), "Llama-3.1-70B") != NULL);
   rt_model_info bad = tiny_dense;
-  bad.hidden = 0;
+  bad.config = "{\"model_type\": \"llama\", \"hidden_size\": 0}";
   rt_model m;
   rt_err e;
   cr_expect_eq(rt_model_build(&bad, &m, &e), -1);
   cr_expect(strstr(e.msg, "hidden_size") != NULL, "%s", e.msg);
-  bad = tiny_dense;
-  bad.inter = 0;
+  bad.config =
+      "{\"model_type\": \"llama\", \"hidden_size\": 32, "
+      "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+      "\"vocab_size\": 50, \"intermediate_size\": 0}";
   cr_expect_eq(rt_model_build(&bad, &m, &e), -1);
   cr_expect(strstr(e.msg, "intermediate_size") != NULL, "%s", e.msg);
   cr_expect_eq(rt_model_build(NULL, &m, &e), -1);

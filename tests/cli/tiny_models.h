@@ -7,30 +7,42 @@
 
 #include "job.h"
 
-static const rt_model_info tiny_dense = {
-    .name = "tiny-dense", .family = "llama_dense", .aliases = "",
-    .hidden = 32, .layers = 4, .heads = 8, .kv_heads = 4, .head_dim = 4,
-    .inter = 48, .vocab = 50, .published_params = 0};
+/* config.json texts, as the library's recipes read them */
+#define TINY_DENSE_CONFIG                                                    \
+  "{\"model_type\": \"llama\", \"hidden_size\": 32, "                        \
+  "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, "                   \
+  "\"num_key_value_heads\": 4, \"head_dim\": 4, \"intermediate_size\": 48, " \
+  "\"vocab_size\": 50}"
+
+static const rt_model_info tiny_dense = {.name = "tiny-dense",
+                                         .config = TINY_DENSE_CONFIG};
 
 static const rt_model_info tiny_moe = {
-    .name = "tiny-moe", .family = "qwen3_moe", .aliases = "",
-    .hidden = 32, .layers = 4, .heads = 8, .kv_heads = 2, .head_dim = 4,
-    .moe_inter = 12, .experts = 8, .vocab = 50, .qk_norm = 1,
-    .published_params = 0};
+    .name = "tiny-moe",
+    .config =
+        "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 32, "
+        "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+        "\"num_key_value_heads\": 2, \"head_dim\": 4, "
+        "\"moe_intermediate_size\": 12, \"num_experts\": 8, "
+        "\"vocab_size\": 50}"};
 
 static const rt_model_info tiny_mla = {
-    .name = "tiny-mla", .family = "deepseek_v3", .aliases = "",
-    .hidden = 32, .layers = 3, .heads = 4, .kv_heads = 4, .inter = 48,
-    .moe_inter = 8, .experts = 8, .shared_experts = 1, .first_moe_layer = 1,
-    .vocab = 40, .mla = 1, .q_lora_rank = 16, .kv_lora_rank = 8,
-    .qk_nope_dim = 4, .qk_rope_dim = 2, .v_head_dim = 4,
-    .published_params = 0};
+    .name = "tiny-mla",
+    .config =
+        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32, "
+        "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+        "\"num_key_value_heads\": 4, \"intermediate_size\": 48, "
+        "\"moe_intermediate_size\": 8, \"n_routed_experts\": 8, "
+        "\"n_shared_experts\": 1, \"first_k_dense_replace\": 1, "
+        "\"vocab_size\": 40, \"q_lora_rank\": 16, "
+        "\"kv_lora_rank\": 8, \"qk_nope_head_dim\": 4, "
+        "\"qk_rope_head_dim\": 2, \"v_head_dim\": 4}"};
 
 /* Bytes of the norms (replicated), and half of every sharded tensor. */
 static inline double norm_bytes(const rt_job *job) {
   double b = 0;
   for (int t = 0; t < job->model.n; t++)
-    if (job->model.t[t].role == RT_ROLE_NORM)
+    if (job->model.t[t].role == RS_ROLE_NORM)
       b += (double)rt_tensor_bytes(&job->model.t[t]);
   return b;
 }
@@ -38,7 +50,7 @@ static inline double norm_bytes(const rt_job *job) {
 static inline double sharded_half(const rt_job *job) {
   double b = 0;
   for (int t = 0; t < job->model.n; t++)
-    if (job->model.t[t].role != RT_ROLE_NORM)
+    if (job->model.t[t].role != RS_ROLE_NORM)
       b += (double)rt_tensor_bytes(&job->model.t[t]) / 2;
   return b;
 }

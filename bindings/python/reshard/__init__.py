@@ -44,6 +44,7 @@ from .layout import Layout, ScaleRule, TensorInfo
 from .mesh import (DeviceMesh, LocalBox, Replicate, Shard, ShardedTensor,
                    StridedShard, dtensor_local_box, dtensor_local_boxes)
 from .plan import DST, SRC, STAT_NAMES, Plan, Side
+from . import recipes
 
 #: Version of the loaded libreshard ("MAJOR.MINOR.PATCH"); the bindings
 #: are versioned with the library.

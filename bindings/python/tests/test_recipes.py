@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""reshard.recipes: a trainer's and an engine's layouts from a config, the
+engine's buffers by name, and a plan between the layouts that moves every
+byte exactly (there and back again) in one process."""
+import json
+
+import numpy as np
+import pytest
+
+import reshard
+from reshard import recipes
+
+TINY = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 4, "head_dim": 4, "intermediate_size": 48,
+    "vocab_size": 50, "torch_dtype": "bfloat16",
+    "rope_scaling": {"factor": 8.0, "rope_type": "llama3"},
+}
+
+
+def _bind_all(plan, side, bufs):
+    for (rank, b), arr in bufs.items():
+        plan.bind(side, rank, b, arr)
+
+
+def _buffers(recipe, side, ranks, fill=None, rng=None):
+    out = {}
+    for q in ranks:
+        for b, (_, nbytes) in recipe.buffers(side, q).items():
+            if rng is not None:
+                arr = rng.integers(0, 0xFFFF, nbytes // 2, dtype=np.uint16)
+            else:
+                arr = np.full(nbytes // 2, fill, dtype=np.uint16)
+            out[(q, b)] = arr
+    return out
+
+
+@pytest.mark.parametrize("config_kind", ["dict", "str", "path"])
+def test_layouts_and_engine_buffers(tmp_path, config_kind):
+    config = {"dict": TINY, "str": json.dumps(TINY)}.get(config_kind)
+    if config is None:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(TINY))
+        config = str(path)
+    with reshard.Context.local(4) as ctx:
+        src, dst, bufs = recipes.layouts(ctx, config, train="tp=2",
+                                         infer="tp=1,dp=2")
+        with src, dst:
+            assert src.num_tensors == dst.num_tensors == 2 * 9 + 3
+            assert src.num_shards > 0 and dst.num_shards > 0
+        # engine ranks 2 and 3 each hold the whole model, fused as vLLM does
+        name, nbytes = next(v for (q, b), v in bufs.items() if q == 2 and
+                            v[0].endswith("0.self_attn.qkv_proj.weight"))
+        assert name == "model.layers.0.self_attn.qkv_proj.weight"
+        assert nbytes == (32 + 16 + 16) * 32 * 2
+        names = {v[0] for (q, b), v in bufs.items() if q == 3}
+        assert "model.layers.1.mlp.gate_up_proj.weight" in names
+        assert "model.layers.1.mlp.down_proj.weight" in names
+        assert "model.embed_tokens.weight" in names
+        assert {q for q, _ in bufs} == {2, 3}
+
+
+def test_one_rank_and_refusals():
+    with reshard.Context.local(4) as ctx:
+        src, dst, bufs = recipes.layouts(ctx, TINY, train="tp=2",
+                                         infer="tp=1,dp=2", rank=3)
+        with src, dst:
+            assert src.num_shards == 0  # rank 3 is an engine rank
+            assert dst.num_shards > 0 and {q for q, _ in bufs} == {3}
+        with pytest.raises(reshard.ArgumentError, match="tp=3 does not divide"):
+            recipes.layouts(ctx, TINY, train="tp=3", infer="tp=1")
+        bad = dict(TINY, model_type="gpt2")
+        with pytest.raises(reshard.UnsupportedError, match="gpt2"):
+            recipes.layouts(ctx, bad)
+        with pytest.raises(reshard.ArgumentError, match="hidden_size"):
+            recipes.layouts(ctx, '{"model_type": "llama", "hidden_size": "x"}')
+    assert "DeepSeek-V3" in recipes.catalog()
+    with recipes.Model("qwen3-32b") as m:
+        assert m.name == "Qwen3-32B" and m.num_tensors == 707
+
+
+def test_plan_between_the_layouts_is_exact():
+    """There (trainer -> engine) and back, twice. Random source bytes
+    differ between the replicas of a replicated tensor (the norms, on both
+    TP ranks), so the first trip back makes the source consistent; from
+    then on every trip moves the same bytes."""
+    rng = np.random.default_rng(7)
+    with reshard.Context.local(4) as ctx:
+        src, dst, bufs = recipes.layouts(ctx, TINY, train="tp=2",
+                                         infer="tp=1,dp=2")
+        with recipes.Recipe(TINY, "tp=2", "tp=1,dp=2") as recipe:
+            sbufs = _buffers(recipe, "src", [0, 1], rng=rng)
+            dbufs = [_buffers(recipe, "dst", [2, 3], fill=0xFFFF)
+                     for _ in range(2)]
+            back = [_buffers(recipe, "src", [0, 1], fill=0xFFFF)
+                    for _ in range(2)]
+        assert {k: v[1] for k, v in bufs.items()} == {
+            k: a.nbytes for k, a in dbufs[0].items()}
+        with src, dst, ctx.plan(src, dst) as there, \
+                ctx.plan(dst, src) as home:
+            start = sbufs
+            for trip in range(2):
+                _bind_all(there, "src", start)
+                _bind_all(there, "dst", dbufs[trip])
+                there.execute()
+                _bind_all(home, "src", dbufs[trip])
+                _bind_all(home, "dst", back[trip])
+                home.execute()
+                start = back[trip]
+        # every engine byte was written (the source values are below 0xFFFF)
+        for k, a in dbufs[0].items():
+            assert not (a == 0xFFFF).any(), k
+        # both engine replicas hold the same model, the same both trips
+        for (q, b), a in dbufs[0].items():
+            assert np.array_equal(a, dbufs[1][(q, b)]), (q, b)
+            if q == 2:
+                assert np.array_equal(a, dbufs[0][(3, b)])
+        for k, a in back[0].items():
+            assert np.array_equal(a, back[1][k]), k
+            # only the norms' replicas (160 of each rank's elements) differ
+            assert (a != sbufs[k]).sum() <= 160, k

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Recipes through the public API (reshard/recipes.h): every catalog model
+ * against the figures the CLI had before the recipes moved into the
+ * library, the shipped config.json files against the catalog, refusals
+ * that name the key, engine buffers with the engine's names and sizes,
+ * and one rank's layout against every rank's. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <reshard/recipes.h>
+
+#ifndef RECIPES_CONFIG_DIR
+#error "RECIPES_CONFIG_DIR names tests/unit/recipes/configs"
+#endif
+
+/* Parameters, bytes and tensors of each catalog model, as the CLI's own
+ * catalog (tools/catalog.c before 0.6) built them. */
+static const struct {
+  const char *name;
+  double params, bytes;
+  int tensors;
+} before[] = {
+    {"Qwen3-235B-A22B", 235093634560, 470187269120, 1131},
+    {"DeepSeek-V3", 671026419200, 1342052868096, 1025},
+    {"Qwen3-30B-A3B", 30532122624, 61064245248, 579},
+    {"Qwen3-32B", 32762123264, 65524246528, 707},
+    {"Llama-3.1-70B", 70553706496, 141107412992, 723},
+    {"Llama-3.1-8B", 8030261248, 16060522496, 291},
+};
+
+static void totals(const rs_model *m, double *params, double *bytes) {
+  int n = 0;
+  *params = *bytes = 0;
+  cr_assert_eq(rs_model_num_tensors(m, &n), RS_OK);
+  for (int t = 0; t < n; t++) {
+    rs_dtype dt;
+    int ndim;
+    int64_t shape[RS_MAX_DIMS];
+    cr_assert_eq(rs_model_tensor_info(m, t, NULL, &dt, &ndim, shape), RS_OK);
+    double e = 1;
+    for (int d = 0; d < ndim; d++) e *= (double)shape[d];
+    *params += e;
+    *bytes += e * (double)rs_dtype_size(dt);
+  }
+}
+
+Test(recipes, catalog_models_as_the_cli_had_them) {
+  cr_assert_eq(rs_model_catalog_count(), 6);
+  cr_expect_null(rs_model_catalog_name(6));
+  cr_expect_null(rs_model_catalog_name(-1));
+  for (int i = 0; i < 6; i++) {
+    rs_model *m = NULL;
+    cr_assert_str_eq(rs_model_catalog_name(i), before[i].name);
+    cr_assert_eq(rs_model_from_catalog(before[i].name, &m), RS_OK, "%s",
+                 rs_last_error());
+    double p, b;
+    int n;
+    totals(m, &p, &b);
+    rs_model_num_tensors(m, &n);
+    cr_expect_eq(p, before[i].params, "%s: %.0f params", before[i].name, p);
+    cr_expect_eq(b, before[i].bytes, "%s: %.0f bytes", before[i].name, b);
+    cr_expect_eq(n, before[i].tensors, "%s: %d tensors", before[i].name, n);
+    rs_model_destroy(m);
+  }
+  rs_model *m = (rs_model *)1;
+  cr_expect_eq(rs_model_from_catalog("GPT-5", &m), RS_ERR_INVALID_ARGUMENT);
+  cr_expect_null(m);
+  cr_expect(strstr(rs_last_error(), "DeepSeek-V3") != NULL, "%s",
+            rs_last_error());
+  cr_expect_eq(rs_model_from_catalog("dsv3", &m), RS_OK);
+  cr_expect_str_eq(rs_model_name(m), "DeepSeek-V3");
+  cr_expect_str_eq(rs_model_family(m), "deepseek_v3");
+  rs_model_destroy(m);
+}
+
+static char *slurp(const char *file, size_t *len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", RECIPES_CONFIG_DIR, file);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  char *buf = malloc(1 << 16);
+  *len = fread(buf, 1, 1 << 16, f);
+  fclose(f);
+  return buf;
+}
+
+static rs_model *from_file(const char *file) {
+  size_t len;
+  char *text = slurp(file, &len);
+  rs_model *m = NULL;
+  cr_assert_eq(rs_model_from_config(text, len, &m), RS_OK, "%s: %s", file,
+               rs_last_error());
+  free(text);
+  return m;
+}
+
+/* The same tensors, in the same order, with the same shapes and roles. */
+static void expect_same_model(const rs_model *a, const rs_model *b) {
+  int na, nb;
+  rs_model_num_tensors(a, &na);
+  rs_model_num_tensors(b, &nb);
+  cr_assert_eq(na, nb, "%s: %d tensors, %s: %d", rs_model_name(a), na,
+               rs_model_name(b), nb);
+  for (int t = 0; t < na; t++) {
+    const char *xa, *xb;
+    rs_dtype da, db;
+    int ka, kb;
+    int64_t sa[RS_MAX_DIMS], sb[RS_MAX_DIMS];
+    rs_tensor_role ra, rb;
+    int ga, gb;
+    rs_model_tensor_info(a, t, &xa, &da, &ka, sa);
+    rs_model_tensor_info(b, t, &xb, &db, &kb, sb);
+    rs_model_tensor_role(a, t, &ra, NULL, NULL, NULL, &ga, NULL);
+    rs_model_tensor_role(b, t, &rb, NULL, NULL, NULL, &gb, NULL);
+    cr_assert_str_eq(xa, xb);
+    cr_expect_eq(da, db, "%s", xa);
+    cr_assert_eq(ka, kb, "%s", xa);
+    for (int d = 0; d < ka; d++) cr_expect_eq(sa[d], sb[d], "%s", xa);
+    cr_expect_eq(ra, rb, "%s", xa);
+    cr_expect_eq(ga, gb, "%s", xa);
+  }
+  cr_expect_str_eq(rs_model_family(a), rs_model_family(b));
+}
+
+Test(recipes, shipped_configs_give_the_catalog_models) {
+  const char *pairs[][2] = {{"qwen3-32b.json", "Qwen3-32B"},
+                            {"qwen3-30b-a3b.json", "Qwen3-30B-A3B"},
+                            {"llama-3.1-8b.json", "Llama-3.1-8B"},
+                            {"deepseek-v3.json", "DeepSeek-V3"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    rs_model *c = from_file(pairs[i][0]), *m = NULL;
+    cr_assert_eq(rs_model_from_catalog(pairs[i][1], &m), RS_OK);
+    expect_same_model(c, m);
+    int64_t v;
+    cr_expect_eq(rs_model_get(c, RS_MODEL_PUBLISHED_PARAMS, &v), RS_OK);
+    cr_expect_eq(v, 0, "a config publishes no count");
+    rs_model_destroy(c);
+    rs_model_destroy(m);
+  }
+}
+
+/* A config the recipes refuse: its status and a needle of the message. */
+static void refused(const char *json, rs_status want, const char *needle) {
+  rs_model *m = (rs_model *)1;
+  rs_status st = rs_model_from_config(json, strlen(json), &m);
+  cr_expect_eq(st, want, "%s: %s (%s)", json, rs_status_name(st),
+               rs_last_error());
+  cr_expect_null(m);
+  cr_expect(strstr(rs_last_error(), needle) != NULL, "'%s' not in: %s", needle,
+            rs_last_error());
+}
+
+#define DENSE                                       \
+  "\"hidden_size\": 32, \"num_hidden_layers\": 2, " \
+  "\"num_attention_heads\": 4, \"intermediate_size\": 64, \"vocab_size\": 50"
+
+Test(recipes, refusals_name_the_key) {
+  refused("{\"model_type\": \"gpt2\", " DENSE "}", RS_ERR_UNSUPPORTED,
+          "model_type \"gpt2\"");
+  refused("{" DENSE "}", RS_ERR_INVALID_ARGUMENT, "\"model_type\" is missing");
+  refused(
+      "{\"model_type\": \"llama\", \"architectures\": "
+      "[\"MistralForCausalLM\"], " DENSE "}",
+      RS_ERR_UNSUPPORTED, "MistralForCausalLM");
+  refused("{\"model_type\": \"llama\", \"hidden_size\": \"32\"}",
+          RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" must be a whole number");
+  refused("{\"model_type\": \"llama\", \"hidden_size\": 32.5}",
+          RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" must be a whole number");
+  refused("{\"model_type\": \"llama\", \"hidden_size\": -1}",
+          RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" is -1");
+  refused(
+      "{\"model_type\": \"llama\", \"hidden_size\": 32, "
+      "\"hidden_size\": 64}",
+      RS_ERR_INVALID_ARGUMENT, "\"hidden_size\" is given more than once");
+  refused("{\"model_type\": \"llama\", \"hidden_size\": 32}",
+          RS_ERR_INVALID_ARGUMENT, "\"num_hidden_layers\" is missing");
+  refused("{\"model_type\": \"llama\", \"attention_bias\": true, " DENSE "}",
+          RS_ERR_UNSUPPORTED, "attention_bias");
+  refused("{\"model_type\": \"llama\", \"tie_word_embeddings\": 1, " DENSE "}",
+          RS_ERR_INVALID_ARGUMENT, "\"tie_word_embeddings\" must be true");
+  refused(
+      "{\"model_type\": \"qwen3_moe\", \"mlp_only_layers\": [0], "
+      "\"moe_intermediate_size\": 8, \"num_experts\": 4, " DENSE "}",
+      RS_ERR_UNSUPPORTED, "mlp_only_layers");
+  refused(
+      "{\"model_type\": \"qwen3_moe\", \"decoder_sparse_step\": 2, "
+      "\"moe_intermediate_size\": 8, \"num_experts\": 4, " DENSE "}",
+      RS_ERR_UNSUPPORTED, "decoder_sparse_step");
+  refused("{\"model_type\": \"llama\", \"torch_dtype\": \"int8\", " DENSE "}",
+          RS_ERR_UNSUPPORTED, "torch_dtype");
+  refused("{\"model_type\": \"llama\", " DENSE, RS_ERR_INVALID_ARGUMENT,
+          "ends inside an object");
+  refused("[1, 2]", RS_ERR_INVALID_ARGUMENT, "not an object");
+  refused(
+      "{\"model_type\": \"llama\", \"hidden_size\": 16777216, "
+      "\"num_hidden_layers\": 1, \"num_attention_heads\": 65536, "
+      "\"head_dim\": 16777216, \"intermediate_size\": 1, "
+      "\"vocab_size\": 1}",
+      RS_ERR_OVERFLOW, "q_proj.weight is too large");
+  rs_model *m = (rs_model *)1;
+  cr_expect_eq(rs_model_from_config(NULL, 0, &m), RS_ERR_NULL_POINTER);
+  cr_expect_null(m);
+}
+
+Test(recipes, tied_embeddings_have_no_lm_head) {
+  const char *json =
+      "{\"model_type\": \"llama\", \"tie_word_embeddings\": "
+      "true, " DENSE "}";
+  rs_model *m = NULL;
+  cr_assert_eq(rs_model_from_config(json, strlen(json), &m), RS_OK, "%s",
+               rs_last_error());
+  int n;
+  rs_model_num_tensors(m, &n);
+  const char *last;
+  rs_model_tensor_info(m, n - 1, &last, NULL, NULL, NULL);
+  cr_expect_str_eq(last, "model.norm.weight");
+  cr_expect_eq(n, 2 + 2 * 9);
+  rs_model_destroy(m);
+}
+
+#define TINY_MOE                                           \
+  "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 32, "  \
+  "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, " \
+  "\"num_key_value_heads\": 2, \"head_dim\": 4, "          \
+  "\"moe_intermediate_size\": 12, \"num_experts\": 8, \"vocab_size\": 50}"
+
+Test(recipes, engine_buffers_have_the_engines_names_and_sizes) {
+  rs_model *m = NULL;
+  rs_recipe *r = NULL;
+  cr_assert_eq(rs_model_from_config(TINY_MOE, strlen(TINY_MOE), &m), RS_OK,
+               "%s", rs_last_error());
+  cr_assert_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=2,dp=2", &r), RS_OK, "%s",
+               rs_last_error());
+  rs_model_destroy(m); /* the recipe keeps its own copy */
+  int64_t tw, first;
+  rs_recipe_get(r, RS_RECIPE_TRAIN_WORLD, &tw);
+  rs_recipe_get(r, RS_RECIPE_INFER_FIRST_RANK, &first);
+  cr_expect_eq(tw, 2);
+  cr_expect_eq(first, 2);
+  int nbuf;
+  cr_assert_eq(rs_recipe_num_buffers(r, RS_SIDE_DST, &nbuf), RS_OK);
+  bool qkv = false, w13 = false, w2 = false;
+  for (int b = 0; b < nbuf; b++) {
+    const char *name;
+    int64_t bytes;
+    cr_assert_eq(rs_recipe_buffer(r, RS_SIDE_DST, 2, b, &name, &bytes), RS_OK,
+                 "%s", rs_last_error());
+    if (!strcmp(name, "model.layers.0.self_attn.qkv_proj.weight")) {
+      qkv = true; /* TP2: q 16 rows, k 4, v 4, of 32 columns, bf16 */
+      cr_expect_eq(bytes, (16 + 4 + 4) * 32 * 2);
+    }
+    if (!strcmp(name, "model.layers.1.mlp.experts.w13_weight")) {
+      w13 = true; /* all 8 experts, gate and up of 6 rows each, 32 columns */
+      cr_expect_eq(bytes, 8 * 12 * 32 * 2);
+    }
+    if (!strcmp(name, "model.layers.1.mlp.experts.w2_weight")) w2 = true;
+  }
+  cr_expect(qkv && w13 && w2);
+  const char *name;
+  cr_expect_eq(rs_recipe_buffer(r, RS_SIDE_SRC, 0, 0, &name, NULL), RS_OK);
+  cr_expect_str_eq(name, "param_buffer.bf16");
+  cr_expect_eq(rs_recipe_buffer(r, RS_SIDE_DST, 2, nbuf, &name, NULL),
+               RS_ERR_INVALID_ARGUMENT);
+  cr_expect_null(name);
+  rs_recipe_destroy(r);
+}
+
+Test(recipes, one_ranks_layout_is_its_part_of_all) {
+  rs_model *m = NULL;
+  rs_recipe *r = NULL;
+  cr_assert_eq(rs_model_from_catalog("Qwen3-30B-A3B", &m), RS_OK);
+  cr_assert_eq(rs_recipe_create(m, "tp=2,ep=4,pp=2", "tp=2,dp=4", &r), RS_OK,
+               "%s", rs_last_error());
+  int64_t tw, iw;
+  rs_recipe_get(r, RS_RECIPE_TRAIN_WORLD, &tw);
+  rs_recipe_get(r, RS_RECIPE_INFER_WORLD, &iw);
+  rs_context *ctx = NULL;
+  cr_assert_eq(rs_context_create_local((int)(tw + iw), &ctx), RS_OK);
+  for (int side = 0; side < 2; side++) {
+    rs_layout *all = NULL;
+    cr_assert_eq(rs_layout_create(ctx, &all), RS_OK);
+    rs_status st = side ? rs_recipe_add_infer(all, r, RS_ALL_RANKS)
+                        : rs_recipe_add_train(all, r, RS_ALL_RANKS);
+    cr_assert_eq(st, RS_OK, "%s", rs_context_last_error(ctx));
+    int64_t nall = 0, sum = 0;
+    rs_layout_num_shards(all, &nall);
+    int lo = side ? (int)tw : 0, hi = side ? (int)(tw + iw) : (int)tw;
+    for (int rank = lo; rank < hi; rank++) {
+      rs_layout *one = NULL;
+      cr_assert_eq(rs_layout_create(ctx, &one), RS_OK);
+      st = side ? rs_recipe_add_infer(one, r, rank)
+                : rs_recipe_add_train(one, r, rank);
+      cr_assert_eq(st, RS_OK, "%s", rs_context_last_error(ctx));
+      int64_t n = 0, q = 0;
+      rs_layout_num_shards(one, &n);
+      rs_recipe_num_shards(r, side ? RS_SIDE_DST : RS_SIDE_SRC, rank, &q);
+      cr_expect_eq(n, q);
+      sum += n;
+      rs_layout_destroy(one);
+    }
+    cr_expect_eq(sum, nall);
+    /* a rank of the other side declares the tensors and adds nothing */
+    rs_layout *other = NULL;
+    rs_layout_create(ctx, &other);
+    st = side ? rs_recipe_add_infer(other, r, 0)
+              : rs_recipe_add_train(other, r, (int)tw);
+    cr_expect_eq(st, RS_OK, "%s", rs_context_last_error(ctx));
+    int nt = -1, nall_t = -2;
+    int64_t ns = -1;
+    rs_layout_num_tensors(other, &nt);
+    rs_layout_num_tensors(all, &nall_t);
+    rs_layout_num_shards(other, &ns);
+    cr_expect_eq(nt, nall_t);
+    cr_expect_eq(ns, 0);
+    rs_layout_destroy(other);
+    /* a negative rank is refused, and the layout left as it was */
+    rs_layout *bad = NULL;
+    rs_layout_create(ctx, &bad);
+    st = side ? rs_recipe_add_infer(bad, r, -2)
+              : rs_recipe_add_train(bad, r, -2);
+    cr_expect_eq(st, RS_ERR_INVALID_ARGUMENT);
+    rs_layout_num_tensors(bad, &nt);
+    cr_expect_eq(nt, 0);
+    rs_layout_destroy(bad);
+    rs_layout_destroy(all);
+  }
+  rs_context_destroy(ctx);
+  rs_recipe_destroy(r);
+  rs_model_destroy(m);
+}
+
+Test(recipes, bad_specs_and_settings) {
+  rs_model *m = NULL;
+  rs_recipe *r = (rs_recipe *)1;
+  cr_assert_eq(rs_model_from_catalog("Qwen3-32B", &m), RS_OK);
+  cr_expect_eq(rs_recipe_create(m, "tp=3", "tp=8", &r),
+               RS_ERR_INVALID_ARGUMENT);
+  cr_expect_null(r);
+  cr_expect(strstr(rs_last_error(), "tp=3 does not divide") != NULL, "%s",
+            rs_last_error());
+  cr_expect_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=8", &r),
+               RS_ERR_INVALID_ARGUMENT);
+  cr_expect(strstr(rs_last_error(), "no routed experts") != NULL, "%s",
+            rs_last_error());
+  cr_assert_eq(rs_recipe_create(m, "tp=2", "tp=4", &r), RS_OK);
+  cr_expect_eq(rs_recipe_set(r, RS_RECIPE_TRAIN_TP, 4), RS_ERR_BAD_PARAM);
+  cr_expect_eq(rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, RS_DTYPE_I8),
+               RS_ERR_BAD_PARAM);
+  cr_expect_eq(rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, RS_DTYPE_F8_E4M3),
+               RS_OK);
+  rs_dtype src, dst;
+  int scaled;
+  /* layer 0's q_proj: TP4 rows of 2048, whole 128 x 128 blocks */
+  cr_expect_eq(rs_recipe_tensor_dtypes(r, 2, &src, &dst, &scaled, NULL, NULL),
+               RS_OK);
+  cr_expect_eq(src, RS_DTYPE_BF16);
+  cr_expect_eq(dst, RS_DTYPE_F8_E4M3);
+  cr_expect(scaled);
+  int64_t v;
+  cr_expect_eq(rs_recipe_get(r, (rs_recipe_param)999, &v), RS_ERR_BAD_PARAM);
+  rs_recipe_destroy(r);
+  rs_model_destroy(m);
+}
