@@ -727,6 +727,27 @@ void rsw_model_num_tensors(rsw_result *r, const rs_model *model) {
   GET_VALUE(r, int, end, NULL, rs_model_num_tensors, model);
 }
 
+const char *rsw_model_tensor_info(rsw_result *r, const rs_model *model,
+                                  int tensor, rsw_ints *shape) {
+  begin(r);
+  rsw_ints_clear(shape);
+  const char *name = NULL;
+  rs_dtype dtype = RS_DTYPE_U8;
+  int ndim = 0;
+  int64_t dims_out[RS_MAX_DIMS];
+  rs_status st =
+      rs_model_tensor_info(model, tensor, &name, &dtype, &ndim, dims_out);
+  end(r, st, NULL);
+  if (st != RS_OK) return NULL;
+  r->value = (int64_t)dtype;
+  for (int i = 0; i < ndim; i++)
+    if (rsw_ints_push(shape, dims_out[i])) {
+      failf(r, RS_ERR_NO_MEMORY, "out of memory");
+      return NULL;
+    }
+  return name;
+}
+
 void rsw_model_get(rsw_result *r, const rs_model *model, int param) {
   begin(r);
   GET_VALUE(r, int64_t, end, NULL, rs_model_get, model, (rs_model_param)param);

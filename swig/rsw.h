@@ -176,6 +176,10 @@ void rsw_model_from_catalog(rsw_result *r, const char *name);
 void rsw_model_destroy(rs_model *model);
 const char *rsw_model_name(const rs_model *model);
 void rsw_model_num_tensors(rsw_result *r, const rs_model *model);
+/* Tensor `tensor`'s Hugging Face name (NULL on failure); r->value its
+ * dtype, `shape` its shape. */
+const char *rsw_model_tensor_info(rsw_result *r, const rs_model *model,
+                                  int tensor, rsw_ints *shape);
 /* value: the fact (an rs_model_param) */
 void rsw_model_get(rsw_result *r, const rs_model *model, int param);
 /* The trainer and engine specs resolved against the model (handle). */

@@ -27,6 +27,8 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 from . import _native as N
 from ._native import C
 from .context import ALL_RANKS, Context, _Handle
+from ._needs import BufferNeed, Region
+from .dtypes import DType
 from .layout import Layout
 
 __all__ = ["Model", "Recipe", "layouts", "catalog"]
@@ -84,6 +86,20 @@ class Model(_Handle):
         C.rsw_model_num_tensors(r, self._h())
         _check(r)
         return int(r.value)
+
+    def tensors(self) -> Dict[str, Tuple[DType, Tuple[int, ...]]]:
+        """Every parameter tensor: Hugging Face name -> (dtype, shape), in
+        the model's order (experts stacked per layer, as trainers hold
+        them)."""
+        out: Dict[str, Tuple[DType, Tuple[int, ...]]] = {}
+        h = self._h()
+        for i in range(self.num_tensors):
+            r = N.result()
+            with N.vectors([]) as v:
+                name = C.rsw_model_tensor_info(r, h, i, v[0])
+                _check(r)
+                out[name] = (DType(int(r.value)), tuple(N.read_vector(v[0])))
+        return out
 
     def __repr__(self) -> str:
         if self.closed:
@@ -198,10 +214,29 @@ def layouts(context: Context, config: ConfigLike, train: str = "tp=2,pp=2",
             src.close()
             dst.close()
             raise
-        ranks = range(first, first + iw) if rank is None else (
-            [rank] if first <= rank < first + iw else [])
+        tw = recipe.get("train_world")
         buffers: Dict[Tuple[int, int], Tuple[str, int]] = {}
-        for q in ranks:
-            for b, v in recipe.buffers("dst", q).items():
-                buffers[(q, b)] = v
+        for side, lay, lo, n in (("src", src, 0, tw), ("dst", dst, first, iw)):
+            dt = DType(recipe.get("train_dtype" if side == "src" else
+                                  "infer_dtype"))
+            ranks = range(lo, lo + n) if rank is None else (
+                [rank] if lo <= rank < lo + n else [])
+            for q in ranks:
+                for b, (name, nbytes) in recipe.buffers(side, q).items():
+                    _name_buffer(lay, q, b, name, nbytes, dt)
+                    if side == "dst":
+                        buffers[(q, b)] = (name, nbytes)
     return src, dst, buffers
+
+
+def _name_buffer(layout: Layout, rank: int, buffer: int, name: str,
+                 nbytes: int, dt: DType) -> None:
+    """What Plan.bind and Plan.bind_state_dict know of a recipe's buffer:
+    its framework name, its bytes, and (one dtype: not fp8 values with
+    their float32 scales) its dtype."""
+    layout.name_buffer(rank, name, buffer)
+    need = layout._needs.setdefault((rank, buffer), BufferNeed())
+    if dt.itemsize != 1:
+        need.add(Region(name, dt, 0, None), nbytes)
+    else:
+        need.nbytes = max(need.nbytes, nbytes)

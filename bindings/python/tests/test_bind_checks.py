@@ -312,3 +312,29 @@ def test_torch_parameter_that_requires_grad_binds_through_detach():
             plan.bind("dst", 1, 0, torch.zeros(4, 3, dtype=torch.float16))
         with pytest.raises(reshard.ArgumentError, match=r"shape \(3, 4\)"):
             plan.bind("dst", 1, 0, torch.zeros(3, 4))
+
+
+def test_recipe_engine_buffers_are_checked_and_bound_by_name():
+    import reshard.recipes as recipes
+    cfg = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+           "hidden_size": 32, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 2,
+           "head_dim": 16, "intermediate_size": 48, "vocab_size": 64,
+           "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+    with reshard.Context.local(4) as ctx:
+        src, dst, buffers = recipes.layouts(ctx, cfg, train="tp=2",
+                                            infer="tp=2")
+        qkv = [(k, v) for k, v in buffers.items() if k[0] == 2 and
+               v[0].endswith("qkv_proj.weight")]
+        assert len(qkv) == 1
+        (rank, buf), (name, nbytes) = qkv[0]
+        with ctx.plan(src, dst) as plan:
+            with pytest.raises(reshard.ArgumentError) as ei:
+                plan.bind("dst", rank, buf, np.zeros(nbytes // 2, np.float16))
+            assert name in ei.value.message and "bf16" in ei.value.message
+            plan.bind("dst", rank, buf, np.zeros(nbytes // 2, np.uint16))
+            with pytest.raises(reshard.ArgumentError, match="missing"):
+                plan.bind_state_dict("dst", rank, {name: np.zeros(
+                    nbytes // 2, np.uint16)})
+        src.close()
+        dst.close()
