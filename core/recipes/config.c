@@ -3,7 +3,6 @@
  * uses, read strictly (type and range, named in every message); keys no
  * recipe uses are skipped; settings a recipe cannot place are refused by
  * name. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,15 +49,17 @@ static rs_status get_int(reader *r, const char *key, int required, int lo,
     return RS_OK;
   }
   const rsi_json_node *n = &r->d->n[at];
-  if (n->kind != RSI_JSON_NUMBER || n->num != floor(n->num))
+  /* In range first: then the cast is defined, and the library needs no
+   * libm for floor(). */
+  if (n->kind == RSI_JSON_NUMBER && (n->num < lo || n->num > hi))
+    return RSI_FAIL(r->err, RS_ERR_INVALID_ARGUMENT,
+                    "config: \"%s\" is %.17g, outside [%d, %d]", key, n->num,
+                    lo, hi);
+  if (n->kind != RSI_JSON_NUMBER || n->num != (double)(int)n->num)
     return RSI_FAIL(r->err, RS_ERR_INVALID_ARGUMENT,
                     "config: \"%s\" must be a whole number, not %s", key,
                     n->kind == RSI_JSON_NUMBER ? "a fraction"
                                                : rsi_json_kind_name(n->kind));
-  if (n->num < lo || n->num > hi)
-    return RSI_FAIL(r->err, RS_ERR_INVALID_ARGUMENT,
-                    "config: \"%s\" is %.17g, outside [%d, %d]", key, n->num,
-                    lo, hi);
   *out = (int)n->num;
   return RS_OK;
 }
