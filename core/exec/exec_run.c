@@ -113,6 +113,10 @@ int64_t rsi_driver_staging(const rsi_driver *d, int rank) {
 }
 
 void rsi_driver_begin(rsi_driver *d) {
+  /* A batch left unflushed (a child of fork() inherits the parent's
+   * execution wherever its thread was, mid-batch included) is never
+   * carried into this execution. */
+  d->nbatch = 0;
   for (int k = 0; k < d->nparts; k++) {
     rsi_part *p = &d->parts[k];
     p->next = p->oldest = 0;
