@@ -240,6 +240,8 @@ typedef struct rs_recipe rs_recipe;
 %constant int RS_RECIPE_FP8_BLOCK_COLS = 203;
 %constant int RS_RECIPE_FP8_SCALE_RULE = 204;
 %constant int RS_RECIPE_INFER_FIRST_RANK = 205;
+%constant int RS_RECIPE_TRAIN_VOCAB_PAD = 206;
+%constant int RS_RECIPE_INFER_VOCAB_PAD = 207;
 %constant int RS_FP8_QUANTIZED_OR_PLAIN = 0;
 %constant int RS_FP8_KEPT_BLOCKS_CUT = 1;
 %constant int RS_FP8_KEPT_FUSED = 2;

@@ -233,13 +233,29 @@ rs_status rs_recipe_set(rs_recipe *recipe, rs_recipe_param param,
       break;
     case RS_RECIPE_INFER_FIRST_RANK:
       ok = value >= 0 && value <= (1 << 24);
-      if (ok) {
-        recipe->infer_first = (int)value;
-        for (int t = 0; t < recipe->model->n; t++)
-          rsi_infer_mesh(recipe->model, &recipe->infer, t, recipe->infer_first,
-                         &recipe->dmesh[t]);
-      }
+      if (ok) recipe->infer_first = (int)value;
       break;
+    case RS_RECIPE_TRAIN_VOCAB_PAD:
+      ok = value >= 1 && value <= 65536;
+      if (ok) recipe->train.vocab_pad = (int)value;
+      break;
+    case RS_RECIPE_INFER_VOCAB_PAD: {
+      ok = value >= 1 && value <= 65536;
+      rsi_infer padded = recipe->infer;
+      padded.vocab_pad = (int)value;
+      if (ok && rsi_infer_vocab_rows(&recipe->model->info, &padded) %
+                    padded.tp)
+        return RSI_FAIL(err, RS_ERR_BAD_PARAM,
+                        "rs_recipe_set: infer vocab_pad=%lld leaves %lld "
+                        "vocabulary rows, which infer tp=%d does not divide "
+                        "(vLLM refuses it too)",
+                        (long long)value,
+                        (long long)rsi_infer_vocab_rows(&recipe->model->info,
+                                                        &padded),
+                        padded.tp);
+      if (ok) recipe->infer = padded;
+      break;
+    }
     default:
       return RSI_FAIL(err, RS_ERR_BAD_PARAM,
                       "rs_recipe_set: parameter %d is unknown or read-only",
@@ -249,6 +265,11 @@ rs_status rs_recipe_set(rs_recipe *recipe, rs_recipe_param param,
     return RSI_FAIL(err, RS_ERR_BAD_PARAM,
                     "rs_recipe_set: %lld is not a value parameter %d takes",
                     (long long)value, (int)param);
+  for (int t = 0; t < recipe->model->n; t++) {
+    rsi_train_mesh(recipe->model, &recipe->train, t, &recipe->smesh[t]);
+    rsi_infer_mesh(recipe->model, &recipe->infer, t, recipe->infer_first,
+                   &recipe->dmesh[t]);
+  }
   rsi_recipe_decide(recipe);
   return RS_OK;
 }
@@ -318,6 +339,12 @@ rs_status rs_recipe_get(const rs_recipe *recipe, rs_recipe_param param,
       break;
     case RS_RECIPE_INFER_FIRST_RANK:
       *out = recipe->infer_first;
+      break;
+    case RS_RECIPE_TRAIN_VOCAB_PAD:
+      *out = t->vocab_pad;
+      break;
+    case RS_RECIPE_INFER_VOCAB_PAD:
+      *out = i->vocab_pad;
       break;
     default:
       return RSI_FAIL(err, RS_ERR_BAD_PARAM,

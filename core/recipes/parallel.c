@@ -75,13 +75,14 @@ static rs_status parse_kv(const char *what, const char *spec, kv_key *keys,
 rs_status rsi_train_parse(const char *spec, rsi_train *out, rsi_err *err) {
   memset(out, 0, sizeof *out);
   out->tp = out->cp = out->ep = out->etp = out->pp = 1;
+  out->vocab_pad = 1;
   kv_key keys[] = {{"tp", &out->tp, 1},         {"cp", &out->cp, 1},
                    {"ep", &out->ep, 1},         {"etp", &out->etp, 1},
                    {"pp", &out->pp, 1},         {"dp", &out->given_dp, 1},
                    {"edp", &out->given_edp, 1}, {"gpus", &out->given_gpus, 1},
-                   {"fsdp", &out->fsdp, 0}};
+                   {"fsdp", &out->fsdp, 0},     {"vocab_pad", &out->vocab_pad, 1}};
   if (parse_kv("train", spec, keys, (int)(sizeof keys / sizeof keys[0]),
-               "tp,cp,ep,etp,pp,dp,edp,gpus,fsdp", err))
+               "tp,cp,ep,etp,pp,dp,edp,gpus,fsdp,vocab_pad", err))
     return RS_ERR_INVALID_ARGUMENT;
   if (out->fsdp > 1)
     return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
@@ -94,13 +95,15 @@ rs_status rsi_train_parse(const char *spec, rsi_train *out, rsi_err *err) {
 rs_status rsi_infer_parse(const char *spec, rsi_infer *out, rsi_err *err) {
   memset(out, 0, sizeof *out);
   out->tp = 1;
+  out->vocab_pad = 64; /* vLLM's DEFAULT_VOCAB_PADDING_SIZE, SGLang's too */
   int dp = 0, ep = 0;
   kv_key keys[] = {{"tp", &out->tp, 1},
                    {"dp", &dp, 1},
                    {"ep", &ep, 1},
-                   {"gpus", &out->given_gpus, 1}};
+                   {"gpus", &out->given_gpus, 1},
+                   {"vocab_pad", &out->vocab_pad, 1}};
   if (parse_kv("infer", spec, keys, (int)(sizeof keys / sizeof keys[0]),
-               "tp,dp,ep,gpus", err))
+               "tp,dp,ep,gpus,vocab_pad", err))
     return RS_ERR_INVALID_ARGUMENT;
   out->dp = dp;
   out->ep = ep;
@@ -247,6 +250,13 @@ rs_status rsi_infer_resolve(const rsi_model_info *m, rsi_infer *t,
   }
   if (m->inter && check_div(S, "intermediate_size", m->inter, "tp", t->tp, err))
     return RS_ERR_INVALID_ARGUMENT;
+  if (rsi_infer_vocab_rows(m, t) % t->tp)
+    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
+                    "%s: tp=%d does not divide the vocabulary padded to a "
+                    "multiple of vocab_pad=%d (%lld rows for vocab_size "
+                    "%d): vLLM refuses it too",
+                    S, t->tp, t->vocab_pad,
+                    (long long)rsi_infer_vocab_rows(m, t), m->vocab);
   if (moe) {
     if (t->ep > 1) {
       if (check_div(S, "the number of experts", m->experts, "ep", t->ep, err))
@@ -265,6 +275,20 @@ rs_status rsi_infer_resolve(const rsi_model_info *m, rsi_infer *t,
 
 /* ---- meshes ---------------------------------------------------------------
  */
+
+static int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
+
+int64_t rsi_train_vocab_rows(const rsi_model_info *m, const rsi_train *t) {
+  return round_up(m->vocab, (int64_t)t->vocab_pad * t->tp);
+}
+
+int64_t rsi_infer_vocab_rows(const rsi_model_info *m, const rsi_infer *t) {
+  return round_up(m->vocab, t->vocab_pad);
+}
+
+static bool vocab_rows(const rsi_rtensor *x) {
+  return x->role == RS_ROLE_EMBED || x->role == RS_ROLE_LM_HEAD;
+}
 
 static void axis(rsi_mesh *m, const char *name, int size, int place,
                  int stride) {
@@ -322,6 +346,9 @@ void rsi_train_mesh(const rs_model *m, const rsi_train *t, int tensor,
     axis(out, "dp", t->dp, dp_place, t->tp * t->cp);
     axis(out, "cp", t->cp, RS_REPLICATE, t->tp);
   }
+  /* vocab_pad 1: no padding, the rows split as torch.chunk splits them */
+  if (vocab_rows(x) && t->vocab_pad > 1)
+    out->rows = rsi_train_vocab_rows(&m->info, t);
 }
 
 void rsi_infer_mesh(const rs_model *m, const rsi_infer *t, int tensor,
@@ -344,6 +371,7 @@ void rsi_infer_mesh(const rs_model *m, const rsi_infer *t, int tensor,
   }
   axis(out, "tp", t->tp, tp_dim(x), 1);
   axis(out, "dp", t->dp, RS_REPLICATE, t->tp);
+  if (vocab_rows(x)) out->rows = rsi_infer_vocab_rows(&m->info, t);
 }
 
 int rsi_mesh_size(const rsi_mesh *mesh) {
@@ -353,7 +381,7 @@ int rsi_mesh_size(const rsi_mesh *mesh) {
 }
 
 int rsi_mesh_box(const rsi_mesh *mesh, const rsi_rtensor *t, int idx,
-                 int64_t *off, int64_t *ext, int *rank) {
+                 int64_t *off, int64_t *ext, int64_t *held, int *rank) {
   int64_t msize[RSI_MAX_AX], mcoord[RSI_MAX_AX];
   int r = mesh->rank0;
   for (int a = mesh->nax - 1; a >= 0; a--) {
@@ -366,9 +394,17 @@ int rsi_mesh_box(const rsi_mesh *mesh, const rsi_rtensor *t, int idx,
   /* the meshes are checked against the model when the recipe is made, so
    * the box cannot fail; an empty box is a trailing torch.chunk shard */
   rsi_err scratch;
-  if (rsi_dtensor_box(t->ndim, t->shape, mesh->nax, msize, mesh->place, mcoord,
-                      off, ext, &scratch) != RS_OK)
+  int64_t shape[RSI_RMAXD], whole[RSI_RMAXD];
+  memcpy(shape, t->shape, sizeof shape);
+  if (mesh->rows) shape[0] = mesh->rows;
+  if (rsi_dtensor_box(t->ndim, shape, mesh->nax, msize, mesh->place, mcoord,
+                      off, held ? held : whole, &scratch) != RS_OK)
     return 0;
+  if (held) memcpy(ext, held, sizeof *ext * (size_t)t->ndim);
+  else memcpy(ext, whole, sizeof *ext * (size_t)t->ndim);
+  /* padding rows are held, never declared: the box stops at the tensor */
+  int64_t end = off[0] + ext[0];
+  if (end > t->shape[0]) ext[0] = off[0] < t->shape[0] ? t->shape[0] - off[0] : 0;
   for (int d = 0; d < t->ndim; d++)
     if (ext[d] == 0) return 0;
   return 1;

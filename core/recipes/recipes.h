@@ -69,11 +69,13 @@ void rsi_model_free(rs_model *m);
 /* Trainer (Megatron) and engine (vLLM) parallelism. */
 typedef struct rsi_train {
   int tp, cp, ep, etp, pp, dp, edp, fsdp, world;
+  int vocab_pad; /* Megatron's make_vocab_size_divisible_by; 1: none */
   int given_gpus, given_dp, given_edp;
 } rsi_train;
 
 typedef struct rsi_infer {
   int tp, dp, ep, world, given_gpus;
+  int vocab_pad; /* vLLM's and SGLang's vocabulary padding */
 } rsi_infer;
 
 rs_status rsi_train_parse(const char *spec, rsi_train *out, rsi_err *err);
@@ -90,6 +92,9 @@ typedef struct rsi_mesh {
   int stride[RSI_MAX_AX];
   const char *axis[RSI_MAX_AX];
   int rank0;
+  /* The rows of dim 0 the ranks hold between them, padding included (a
+   * padded vocabulary); 0: the tensor's own. */
+  int64_t rows;
 } rsi_mesh;
 
 void rsi_train_mesh(const rs_model *m, const rsi_train *t, int tensor,
@@ -97,9 +102,15 @@ void rsi_train_mesh(const rs_model *m, const rsi_train *t, int tensor,
 void rsi_infer_mesh(const rs_model *m, const rsi_infer *t, int tensor,
                     int rank0, rsi_mesh *out);
 int rsi_mesh_size(const rsi_mesh *mesh);
-/* The box of mesh index idx (row-major coordinates); 0 when empty. */
+/* The box of mesh index idx (row-major coordinates) within the tensor;
+ * 0 when empty. held (NULL, or ndim values): the extent the rank holds,
+ * padding rows included, of which the box is the start. */
 int rsi_mesh_box(const rsi_mesh *mesh, const rsi_rtensor *t, int idx,
-                 int64_t *off, int64_t *ext, int *rank);
+                 int64_t *off, int64_t *ext, int64_t *held, int *rank);
+/* Vocabulary rows padded as a trainer (multiple of pad x tp) or an engine
+ * (multiple of pad) pads them. */
+int64_t rsi_train_vocab_rows(const rsi_model_info *m, const rsi_train *t);
+int64_t rsi_infer_vocab_rows(const rsi_model_info *m, const rsi_infer *t);
 
 typedef struct rsi_tdtype {
   rs_dtype src, dst;
@@ -114,6 +125,7 @@ typedef struct rsi_rshard {
   bool scales;
   int64_t off[RSI_RMAXD], ext[RSI_RMAXD], strides[RSI_RMAXD];
   int64_t byte_offset;
+  int64_t held_end; /* where the rank's rows end, padding included */
 } rsi_rshard;
 
 typedef struct rsi_shard_cache {

@@ -71,7 +71,7 @@ static bool whole_blocks(const rs_recipe *r, int t, rsi_tdtype *td) {
   int64_t off[RSI_RMAXD], ext[RSI_RMAXD];
   int rank;
   for (int i = 0, n = rsi_mesh_size(mesh); i < n; i++) {
-    if (!rsi_mesh_box(mesh, x, i, off, ext, &rank)) continue;
+    if (!rsi_mesh_box(mesh, x, i, off, ext, NULL, &rank)) continue;
     for (int d = x->ndim - 2; d < x->ndim; d++) {
       int64_t bs = block_of(r, x->ndim, d);
       bool at_end = off[d] + ext[d] == x->shape[d];
@@ -142,13 +142,15 @@ static rs_status src_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
     int buf = dtype == RS_DTYPE_F32 ? 1 : 0;
     for (int i = 0, n = rsi_mesh_size(mesh); st == RS_OK && i < n; i++) {
       rsi_rshard s;
+      int64_t held[RSI_RMAXD];
       memset(&s, 0, sizeof s);
-      if (!rsi_mesh_box(mesh, x, i, s.off, s.ext, &s.rank)) continue;
+      if (!rsi_mesh_box(mesh, x, i, s.off, s.ext, held, &s.rank)) continue;
       s.tensor = t;
       s.buffer = buf;
       s.byte_offset = off[2 * s.rank + buf];
-      dense_strides(x->ndim, s.ext, s.strides);
-      off[2 * s.rank + buf] += volume(x->ndim, s.ext) * esize;
+      dense_strides(x->ndim, held, s.strides);
+      off[2 * s.rank + buf] += volume(x->ndim, held) * esize;
+      s.held_end = off[2 * s.rank + buf];
       if (rank < 0 || rank == s.rank) st = fn(&s, arg);
     }
   }
@@ -172,7 +174,7 @@ static rs_status scale_shards(const rs_recipe *r, int rank, int buffer,
       int64_t voff[RSI_RMAXD], vext[RSI_RMAXD];
       rsi_rshard s;
       memset(&s, 0, sizeof s);
-      if (!rsi_mesh_box(mesh, x, i, voff, vext, &s.rank)) continue;
+      if (!rsi_mesh_box(mesh, x, i, voff, vext, NULL, &s.rank)) continue;
       s.tensor = t;
       s.scales = true;
       s.buffer = buffer;
@@ -195,9 +197,11 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
   const rs_model *m = r->model;
   const int ninf = r->infer.world;
   rsi_rshard *box = malloc(sizeof *box * (size_t)ninf * (size_t)nm);
+  int64_t *held = malloc(sizeof *held * RSI_RMAXD * (size_t)ninf * (size_t)nm);
   char *has = calloc((size_t)ninf * (size_t)nm, 1);
-  if (!box || !has) {
+  if (!box || !held || !has) {
     free(box);
+    free(held);
     free(has);
     return RSI_NOMEM(err);
   }
@@ -207,9 +211,11 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
     for (int i = 0, n = rsi_mesh_size(mesh); i < n; i++) {
       rsi_rshard s;
       memset(&s, 0, sizeof s);
-      if (!rsi_mesh_box(mesh, x, i, s.off, s.ext, &s.rank)) continue;
+      int64_t h[RSI_RMAXD];
+      if (!rsi_mesh_box(mesh, x, i, s.off, s.ext, h, &s.rank)) continue;
       int q = s.rank - r->infer_first;
       box[(size_t)q * nm + k] = s;
+      memcpy(&held[((size_t)q * nm + k) * RSI_RMAXD], h, sizeof h);
       has[(size_t)q * nm + k] = 1;
     }
   }
@@ -237,14 +243,17 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
         s.strides[0] = rows * s.ext[2];
         s.byte_offset = before * s.ext[2] * esize;
       } else {
-        dense_strides(x->ndim, s.ext, s.strides);
+        const int64_t *h = &held[((size_t)q * nm + k) * RSI_RMAXD];
+        dense_strides(x->ndim, h, s.strides);
         s.byte_offset = at;
-        at += volume(x->ndim, s.ext) * esize;
+        at += volume(x->ndim, h) * esize;
+        s.held_end = at;
       }
       if (rank < 0 || rank == s.rank) st = fn(&s, arg);
     }
   }
   free(box);
+  free(held);
   free(has);
   return st;
 }
@@ -344,6 +353,7 @@ rs_status rsi_recipe_cache(rs_recipe *r, rs_side side, rsi_err *err) {
     int64_t last = 0;
     for (int d = 0; d < x->ndim; d++) last += (s->ext[d] - 1) * s->strides[d];
     int64_t end = s->byte_offset + (last + 1) * (int64_t)rsi_dtype_size(dt);
+    if (s->held_end > end) end = s->held_end;
     int64_t *nb =
         &c->nbytes[(size_t)s->rank * (size_t)nbuf + (size_t)s->buffer];
     if (end > *nb) *nb = end;

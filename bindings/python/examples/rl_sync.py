@@ -100,11 +100,24 @@ def chunk(a: np.ndarray, n: int, i: int, axis: int) -> np.ndarray:
                   axis=axis)
 
 
+def vocab_rows(full: np.ndarray, t: int) -> np.ndarray:
+    """vLLM's vocab-parallel rows on TP rank ``t``: the vocabulary padded
+    to a multiple of 64, split evenly; padding rows are never written
+    (zero here, as the engine buffers start)."""
+    per = -(-full.shape[0] // 64) * 64 // ENGINE_TP
+    out = np.zeros((per,) + full.shape[1:], full.dtype)
+    rows = full[t * per:(t + 1) * per]
+    out[:len(rows)] = rows
+    return out
+
+
 def engine_expected(name: str, tensors, t: int, step: int) -> np.ndarray:
     """What vLLM's TP rank ``t`` holds in its parameter ``name``."""
     def part(hf: str) -> np.ndarray:
         full = full_weight(hf, tensors[hf][1], step)
         r = role(hf)
+        if "embed_tokens" in hf or hf.startswith("lm_head"):
+            return vocab_rows(full, t)
         if r == "column":
             return chunk(full, ENGINE_TP, t, 0)
         if r == "row":

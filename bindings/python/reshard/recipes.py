@@ -113,7 +113,8 @@ _SIZES = {"train_tp": 0, "train_cp": 1, "train_ep": 2, "train_etp": 3,
           "train_world": 8, "infer_tp": 100, "infer_dp": 101, "infer_ep": 102,
           "infer_world": 103, "train_dtype": 200, "infer_dtype": 201,
           "fp8_block_rows": 202, "fp8_block_cols": 203,
-          "fp8_scale_rule": 204, "infer_first_rank": 205}
+          "fp8_scale_rule": 204, "infer_first_rank": 205,
+          "train_vocab_pad": 206, "infer_vocab_pad": 207}
 
 
 class Recipe(_Handle):
@@ -146,7 +147,9 @@ class Recipe(_Handle):
     def set(self, what: str, value: int) -> None:
         """A setting: "train_dtype", "infer_dtype" (reshard.DType values),
         "fp8_block_rows", "fp8_block_cols", "fp8_scale_rule",
-        "infer_first_rank"."""
+        "infer_first_rank", "train_vocab_pad" (Megatron's
+        make_vocab_size_divisible_by; 1, the default: no padding),
+        "infer_vocab_pad" (vLLM's padding, 64 by default)."""
         r = N.result()
         C.rsw_recipe_set(r, self._h(), _SIZES[what], N.int64(value, what))
         _check(r)

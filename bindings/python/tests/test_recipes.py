@@ -108,8 +108,16 @@ def test_plan_between_the_layouts_is_exact():
                 _bind_all(home, "dst", back[trip])
                 home.execute()
                 start = back[trip]
-        # every engine byte was written (the source values are below 0xFFFF)
+        # every engine byte of the model was written (the source values
+        # are below 0xFFFF); vLLM pads the 50 vocabulary rows to 64, and
+        # the padding rows are never written
+        names = {k: v[0] for k, v in bufs.items()}
         for k, a in dbufs[0].items():
+            if names[k] in ("model.embed_tokens.weight", "lm_head.weight"):
+                real = TINY["vocab_size"] * TINY["hidden_size"]
+                assert a.size == 64 * TINY["hidden_size"], k
+                assert (a[real:] == 0xFFFF).all(), k
+                a = a[:real]
             assert not (a == 0xFFFF).any(), k
         # both engine replicas hold the same model, the same both trips
         for (q, b), a in dbufs[0].items():

@@ -162,9 +162,9 @@ RS_API rs_status rs_model_tensor_role(const rs_model *model, int tensor,
 
 /**
  * A recipe: @p model sharded by a trainer spec ("tp=2,cp=2,ep=16,pp=4":
- * keys tp cp ep etp pp dp edp gpus fsdp; fsdp=1 shards the data-parallel
- * axes on dim 0) and an engine spec ("tp=8,dp=16[,ep=128]": keys tp dp ep
- * gpus). Sizes not given are derived; every size is checked against the
+ * keys tp cp ep etp pp dp edp gpus fsdp vocab_pad; fsdp=1 shards the
+ * data-parallel axes on dim 0) and an engine spec ("tp=8,dp=16[,ep=128]":
+ * keys tp dp ep gpus vocab_pad; see RS_RECIPE_*_VOCAB_PAD). Sizes not given are derived; every size is checked against the
  * model. The recipe keeps its own copy of the model; the caller owns *out
  * (rs_recipe_destroy). Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT
  * (a bad spec or a size that does not fit the model: the message names the
@@ -197,7 +197,18 @@ typedef enum rs_recipe_param {
   RS_RECIPE_FP8_BLOCK_ROWS = 202,  /**< [128], 1 .. 65536 */
   RS_RECIPE_FP8_BLOCK_COLS = 203,  /**< [128], 1 .. 65536 */
   RS_RECIPE_FP8_SCALE_RULE = 204,  /**< an rs_scale_rule [RS_SCALE_AMAX] */
-  RS_RECIPE_INFER_FIRST_RANK = 205 /**< [train world]; 0: colocated */
+  RS_RECIPE_INFER_FIRST_RANK = 205, /**< [train world]; 0: colocated */
+  /** [1] Megatron's make_vocab_size_divisible_by: embed_tokens and
+   *  lm_head rows padded to a multiple of it x train tp, split evenly;
+   *  1: no padding, rows split as torch.chunk splits them (Hugging Face
+   *  models under FSDP, Megatron-Bridge's should_pad_vocab=False).
+   *  1 .. 65536; spec key "vocab_pad". @since 0.6 */
+  RS_RECIPE_TRAIN_VOCAB_PAD = 206,
+  /** [64] the engine's vocabulary padding (vLLM's and SGLang's
+   *  DEFAULT_VOCAB_PADDING_SIZE): rows padded to a multiple of it, split
+   *  evenly over infer tp, which must divide them. 1 .. 65536; spec key
+   *  "vocab_pad". @since 0.6 */
+  RS_RECIPE_INFER_VOCAB_PAD = 207
 } rs_recipe_param;
 
 /** Change a setting (RS_RECIPE_TRAIN_DTYPE and after). Errors:

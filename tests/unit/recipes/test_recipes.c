@@ -363,3 +363,90 @@ Test(recipes, bad_specs_and_settings) {
   rs_recipe_destroy(r);
   rs_model_destroy(m);
 }
+
+/* Rows [first, first + rows) of tensor `tensor` on layout rank `rank`, in
+ * a buffer of `bytes` bytes (-1: the rank holds none of it). */
+static void vocab_shard(rs_recipe *r, rs_side side, int rank, int tensor,
+                        int64_t *first, int64_t *rows, int64_t *bytes) {
+  int64_t n = 0;
+  *first = *rows = *bytes = -1;
+  cr_assert_eq(rs_recipe_num_shards(r, side, rank, &n), RS_OK);
+  for (int64_t i = 0; i < n; i++) {
+    int t, scales, buffer;
+    int64_t off[3], ext[3];
+    cr_assert_eq(rs_recipe_shard(r, side, rank, i, &t, &scales, NULL, off,
+                                 ext, &buffer, NULL, NULL),
+                 RS_OK);
+    if (t != tensor || scales) continue;
+    *first = off[0];
+    *rows = ext[0];
+    if (side == RS_SIDE_DST)
+      rs_recipe_buffer(r, side, rank, buffer, NULL, bytes);
+    return;
+  }
+}
+
+/* GPT-2's vocabulary: 50257 rows, a multiple of neither 64 nor 8. */
+#define ODD_VOCAB                                                           \
+  "{\"model_type\": \"llama\", \"hidden_size\": 64, "                       \
+  "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, "                  \
+  "\"num_key_value_heads\": 8, \"head_dim\": 8, \"intermediate_size\": 64," \
+  " \"vocab_size\": 50257}"
+
+Test(recipes, vocabulary_rows_as_the_frameworks_pad_them) {
+  rs_model *m = NULL;
+  rs_recipe *r = NULL;
+  cr_assert_eq(rs_model_from_config(ODD_VOCAB, strlen(ODD_VOCAB), &m), RS_OK,
+               "%s", rs_last_error());
+  cr_assert_eq(rs_recipe_create(m, "tp=2", "tp=8", &r), RS_OK, "%s",
+               rs_last_error());
+  int64_t pad, first, rows, bytes;
+  rs_recipe_get(r, RS_RECIPE_INFER_VOCAB_PAD, &pad);
+  cr_expect_eq(pad, 64);
+  rs_recipe_get(r, RS_RECIPE_TRAIN_VOCAB_PAD, &pad);
+  cr_expect_eq(pad, 1);
+  /* vLLM: 50257 rows padded to 50304, 6288 per TP rank; the last rank
+   * holds 6241 rows of the model and 47 of padding */
+  for (int t = 0; t < 8; t++) {
+    vocab_shard(r, RS_SIDE_DST, 2 + t, 0, &first, &rows, &bytes);
+    cr_expect_eq(first, t * 6288, "engine rank %d", t);
+    cr_expect_eq(rows, t < 7 ? 6288 : 50257 - 7 * 6288, "engine rank %d", t);
+    cr_expect_eq(bytes, 6288 * 64 * 2, "engine rank %d", t);
+  }
+  /* the trainer, unpadded: rows split as torch.chunk splits them */
+  vocab_shard(r, RS_SIDE_SRC, 1, 0, &first, &rows, &bytes);
+  cr_expect_eq(first, 25129);
+  cr_expect_eq(rows, 25128);
+  /* Megatron's make_vocab_size_divisible_by=128: padded to 50432 (a
+   * multiple of 128 x tp 2), 25216 per TP rank */
+  cr_assert_eq(rs_recipe_set(r, RS_RECIPE_TRAIN_VOCAB_PAD, 128), RS_OK);
+  vocab_shard(r, RS_SIDE_SRC, 1, 0, &first, &rows, &bytes);
+  cr_expect_eq(first, 25216);
+  cr_expect_eq(rows, 50257 - 25216);
+  int64_t held;
+  cr_assert_eq(rs_recipe_buffer(r, RS_SIDE_SRC, 1, 0, NULL, &held), RS_OK);
+  cr_expect_geq(held, 25216 * 64 * 2, "the padding rows are held");
+  /* an engine padding no tp=8 divides is refused, the recipe unchanged */
+  cr_expect_eq(rs_recipe_set(r, RS_RECIPE_INFER_VOCAB_PAD, 1),
+               RS_ERR_BAD_PARAM);
+  cr_expect(strstr(rs_last_error(), "does not divide") != NULL, "%s",
+            rs_last_error());
+  rs_recipe_get(r, RS_RECIPE_INFER_VOCAB_PAD, &pad);
+  cr_expect_eq(pad, 64);
+  rs_recipe_destroy(r);
+  /* the spec says it too; 50257 rows padded to a multiple of 4 do not
+   * split over 8 ranks */
+  cr_expect_eq(rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=8,vocab_pad=4",
+                                &r),
+               RS_ERR_INVALID_ARGUMENT);
+  cr_expect(strstr(rs_last_error(), "vocab_pad=4 (50260 rows") != NULL, "%s",
+            rs_last_error());
+  cr_assert_eq(rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=1,vocab_pad=1",
+                                &r),
+               RS_OK, "%s", rs_last_error());
+  vocab_shard(r, RS_SIDE_DST, 2, 0, &first, &rows, &bytes);
+  cr_expect_eq(rows, 50257);
+  cr_expect_eq(bytes, 50257 * 64 * 2);
+  rs_recipe_destroy(r);
+  rs_model_destroy(m);
+}
