@@ -243,16 +243,15 @@ rs_status rs_recipe_set(rs_recipe *recipe, rs_recipe_param param,
       ok = value >= 1 && value <= 65536;
       rsi_infer padded = recipe->infer;
       padded.vocab_pad = (int)value;
-      if (ok && rsi_infer_vocab_rows(&recipe->model->info, &padded) %
-                    padded.tp)
-        return RSI_FAIL(err, RS_ERR_BAD_PARAM,
-                        "rs_recipe_set: infer vocab_pad=%lld leaves %lld "
-                        "vocabulary rows, which infer tp=%d does not divide "
-                        "(vLLM refuses it too)",
-                        (long long)value,
-                        (long long)rsi_infer_vocab_rows(&recipe->model->info,
-                                                        &padded),
-                        padded.tp);
+      if (ok && rsi_infer_vocab_rows(&recipe->model->info, &padded) % padded.tp)
+        return RSI_FAIL(
+            err, RS_ERR_BAD_PARAM,
+            "rs_recipe_set: infer vocab_pad=%lld leaves %lld "
+            "vocabulary rows, which infer tp=%d does not divide "
+            "(vLLM refuses it too)",
+            (long long)value,
+            (long long)rsi_infer_vocab_rows(&recipe->model->info, &padded),
+            padded.tp);
       if (ok) recipe->infer = padded;
       break;
     }

@@ -76,11 +76,12 @@ rs_status rsi_train_parse(const char *spec, rsi_train *out, rsi_err *err) {
   memset(out, 0, sizeof *out);
   out->tp = out->cp = out->ep = out->etp = out->pp = 1;
   out->vocab_pad = 1;
-  kv_key keys[] = {{"tp", &out->tp, 1},         {"cp", &out->cp, 1},
-                   {"ep", &out->ep, 1},         {"etp", &out->etp, 1},
-                   {"pp", &out->pp, 1},         {"dp", &out->given_dp, 1},
-                   {"edp", &out->given_edp, 1}, {"gpus", &out->given_gpus, 1},
-                   {"fsdp", &out->fsdp, 0},     {"vocab_pad", &out->vocab_pad, 1}};
+  kv_key keys[] = {
+      {"tp", &out->tp, 1},         {"cp", &out->cp, 1},
+      {"ep", &out->ep, 1},         {"etp", &out->etp, 1},
+      {"pp", &out->pp, 1},         {"dp", &out->given_dp, 1},
+      {"edp", &out->given_edp, 1}, {"gpus", &out->given_gpus, 1},
+      {"fsdp", &out->fsdp, 0},     {"vocab_pad", &out->vocab_pad, 1}};
   if (parse_kv("train", spec, keys, (int)(sizeof keys / sizeof keys[0]),
                "tp,cp,ep,etp,pp,dp,edp,gpus,fsdp,vocab_pad", err))
     return RS_ERR_INVALID_ARGUMENT;
@@ -394,17 +395,16 @@ int rsi_mesh_box(const rsi_mesh *mesh, const rsi_rtensor *t, int idx,
   /* the meshes are checked against the model when the recipe is made, so
    * the box cannot fail; an empty box is a trailing torch.chunk shard */
   rsi_err scratch;
-  int64_t shape[RSI_RMAXD], whole[RSI_RMAXD];
+  int64_t shape[RSI_RMAXD];
   memcpy(shape, t->shape, sizeof shape);
   if (mesh->rows) shape[0] = mesh->rows;
   if (rsi_dtensor_box(t->ndim, shape, mesh->nax, msize, mesh->place, mcoord,
-                      off, held ? held : whole, &scratch) != RS_OK)
+                      off, ext, &scratch) != RS_OK)
     return 0;
-  if (held) memcpy(ext, held, sizeof *ext * (size_t)t->ndim);
-  else memcpy(ext, whole, sizeof *ext * (size_t)t->ndim);
+  if (held) memcpy(held, ext, sizeof *held * (size_t)t->ndim);
   /* padding rows are held, never declared: the box stops at the tensor */
-  int64_t end = off[0] + ext[0];
-  if (end > t->shape[0]) ext[0] = off[0] < t->shape[0] ? t->shape[0] - off[0] : 0;
+  if (off[0] + ext[0] > t->shape[0])
+    ext[0] = off[0] < t->shape[0] ? t->shape[0] - off[0] : 0;
   for (int d = 0; d < t->ndim; d++)
     if (ext[d] == 0) return 0;
   return 1;

@@ -149,7 +149,8 @@ struct rs_recipe {
   rsi_mesh *smesh, *dmesh;
   rsi_tdtype *td;
   char *group_cut;    /* scratch of rsi_recipe_decide: per fused group */
-  int ninfer_buffers; /* engine buffers (fused, own, scales) */
+  int ninfer_buffers; /* engine buffers: values (fused or own), scales */
+  int nvalue_buffers; /* the values' buffers; buffer b's scales: b + this */
   int *buf_of;        /* engine buffer of each tensor */
   char **buf_name;    /* engine buffer names */
   rsi_shard_cache cache[2];

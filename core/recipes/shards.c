@@ -3,8 +3,9 @@
  * every engine shard holds whole blocks, the members of one fused buffer
  * together or not at all), the trainer's parameter buffers (one per dtype,
  * tensor after tensor), the engine's buffers (one per parameter, fused
- * ones shared at byte offsets; w13 interleaved per expert; then one buffer
- * of all the rank's fp8 scales), and their names. */
+ * ones shared at byte offsets; w13 interleaved per expert; the fp8 block
+ * scales of each in a weight_scale_inv buffer of its own, packed alike),
+ * and their names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,42 +159,13 @@ static rs_status src_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
   return st;
 }
 
-/* fp8 scales: each placed like its values, in buffer `buffer` of the
- * rank, dense, tensor after tensor. */
-static rs_status scale_shards(const rs_recipe *r, int rank, int buffer,
-                              rsi_shard_fn fn, void *arg, rsi_err *err) {
-  const rs_model *m = r->model;
-  int64_t *at = calloc((size_t)r->infer.world, sizeof *at);
-  if (!at) return RSI_NOMEM(err);
-  rs_status st = RS_OK;
-  for (int t = 0; st == RS_OK && t < m->n; t++) {
-    if (!r->td[t].scaled) continue;
-    const rsi_rtensor *x = &m->t[t];
-    const rsi_mesh *mesh = &r->dmesh[t];
-    for (int i = 0, n = rsi_mesh_size(mesh); st == RS_OK && i < n; i++) {
-      int64_t voff[RSI_RMAXD], vext[RSI_RMAXD];
-      rsi_rshard s;
-      memset(&s, 0, sizeof s);
-      if (!rsi_mesh_box(mesh, x, i, voff, vext, NULL, &s.rank)) continue;
-      s.tensor = t;
-      s.scales = true;
-      s.buffer = buffer;
-      rsi_scale_box(x->ndim, voff, vext, r->block_rows, r->block_cols, s.off,
-                    s.ext);
-      dense_strides(x->ndim, s.ext, s.strides);
-      int64_t *o = &at[s.rank - r->infer_first];
-      s.byte_offset = *o;
-      *o += volume(x->ndim, s.ext) * (int64_t)rsi_dtype_size(RS_DTYPE_F32);
-      if (rank < 0 || rank == s.rank) st = fn(&s, arg);
-    }
-  }
-  free(at);
-  return st;
-}
-
-/* One fused group (or one tensor) on every engine rank. */
+/* One fused group (or one tensor) on every engine rank: its values, or
+ * (scales) the block scales of its fp8 members, which vLLM keeps as it
+ * keeps the values: in the group's own weight_scale_inv buffer, member
+ * after member (per expert for w13), in block coordinates. */
 static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
-                           int nm, rsi_shard_fn fn, void *arg, rsi_err *err) {
+                           int nm, bool scales, rsi_shard_fn fn, void *arg,
+                           rsi_err *err) {
   const rs_model *m = r->model;
   const int ninf = r->infer.world;
   rsi_rshard *box = malloc(sizeof *box * (size_t)ninf * (size_t)nm);
@@ -208,11 +180,17 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
   for (int k = 0; k < nm; k++) {
     const rsi_mesh *mesh = &r->dmesh[members[k]];
     const rsi_rtensor *x = &m->t[members[k]];
+    if (scales && !r->td[members[k]].scaled) continue;
     for (int i = 0, n = rsi_mesh_size(mesh); i < n; i++) {
       rsi_rshard s;
       memset(&s, 0, sizeof s);
       int64_t h[RSI_RMAXD];
       if (!rsi_mesh_box(mesh, x, i, s.off, s.ext, h, &s.rank)) continue;
+      if (scales) { /* fp8 tensors hold whole blocks: no padding rows */
+        rsi_scale_box(x->ndim, s.off, s.ext, r->block_rows, r->block_cols,
+                      s.off, s.ext);
+        memcpy(h, s.ext, sizeof h);
+      }
       int q = s.rank - r->infer_first;
       box[(size_t)q * nm + k] = s;
       memcpy(&held[((size_t)q * nm + k) * RSI_RMAXD], h, sizeof h);
@@ -225,11 +203,12 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
     for (int k = 0; st == RS_OK && k < nm; k++) {
       if (!has[(size_t)q * nm + k]) continue;
       const rsi_rtensor *x = &m->t[members[k]];
-      int64_t esize = (int64_t)rsi_dtype_size(r->td[members[k]].dst);
+      int64_t esize = (int64_t)rsi_dtype_size(scales ? RS_DTYPE_F32
+                                                     : r->td[members[k]].dst);
       rsi_rshard s = box[(size_t)q * nm + k];
       s.tensor = members[k];
-      s.scales = false;
-      s.buffer = r->buf_of[members[k]];
+      s.scales = scales;
+      s.buffer = r->buf_of[members[k]] + (scales ? r->nvalue_buffers : 0);
       if (x->fuse == RS_FUSE_W13) {
         /* [E_loc, sum of slot rows, H]: per expert, slot rows in order */
         int64_t rows = 0, before = 0;
@@ -258,14 +237,15 @@ static rs_status dst_group(const rs_recipe *r, int rank, const int *members,
   return st;
 }
 
-static rs_status dst_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
-                            void *arg, rsi_err *err) {
+/* Every fused group (or lone tensor) of the engine, values or scales.
+ * Groups are walked as units so each slot knows its predecessors. */
+static rs_status dst_groups(const rs_recipe *r, int rank, bool scales,
+                            rsi_shard_fn fn, void *arg, rsi_err *err) {
   const rs_model *m = r->model;
   char *done = calloc((size_t)m->n + 1, 1);
   if (!done) return RSI_NOMEM(err);
   int members[8];
   rs_status st = RS_OK;
-  /* Walk fused groups as units so each slot knows its predecessors. */
   for (int t0 = 0; st == RS_OK && t0 < m->n; t0++) {
     if (done[t0]) continue;
     int nm = 0;
@@ -279,11 +259,17 @@ static rs_status dst_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
             members[nm++] = t;
     }
     for (int k = 0; k < nm; k++) done[members[k]] = 1;
-    st = dst_group(r, rank, members, nm, fn, arg, err);
+    st = dst_group(r, rank, members, nm, scales, fn, arg, err);
   }
   free(done);
-  if (st != RS_OK) return st;
-  return scale_shards(r, rank, r->ninfer_buffers - 1, fn, arg, err);
+  return st;
+}
+
+/* The values of every tensor, then the fp8 scales. */
+static rs_status dst_shards(const rs_recipe *r, int rank, rsi_shard_fn fn,
+                            void *arg, rsi_err *err) {
+  rs_status st = dst_groups(r, rank, false, fn, arg, err);
+  return st == RS_OK ? dst_groups(r, rank, true, fn, arg, err) : st;
 }
 
 rs_status rsi_recipe_shards(const rs_recipe *r, rs_side side, int rank,
@@ -372,8 +358,9 @@ void rsi_recipe_free(rs_recipe *r) {
     free(r->cache[s].by_rank);
     free(r->cache[s].nbytes);
   }
-  if (r->buf_name)
-    for (int b = 0; b < r->ninfer_buffers; b++) free(r->buf_name[b]);
+  if (r->buf_name) /* 2 x tensors slots, NULL where no name was made */
+    for (int b = 0; b < 2 * (r->model->n ? r->model->n : 1); b++)
+      free(r->buf_name[b]);
   free(r->buf_name);
   free(r->buf_of);
   free(r->smesh);
@@ -384,13 +371,14 @@ void rsi_recipe_free(rs_recipe *r) {
   free(r);
 }
 
-/* Engine buffer ids: fused groups share one, in tensor order; the last id
- * holds the fp8 scales. */
+/* Engine buffer ids: fused groups share one, in tensor order; then as
+ * many again, each the fp8 block scales of its value buffer
+ * ("<name>_scale_inv", used where the values are fp8). */
 static rs_status engine_buffers(rs_recipe *r, rsi_err *err) {
   const rs_model *m = r->model;
   int *group_buf = malloc(sizeof *group_buf * (size_t)(m->nfuse + 1));
   r->buf_of = malloc(sizeof *r->buf_of * (size_t)(m->n ? m->n : 1));
-  r->buf_name = calloc((size_t)m->n + 1, sizeof *r->buf_name);
+  r->buf_name = calloc(2 * (size_t)(m->n ? m->n : 1), sizeof *r->buf_name);
   if (!group_buf || !r->buf_of || !r->buf_name) {
     free(group_buf);
     return RSI_NOMEM(err);
@@ -410,11 +398,15 @@ static rs_status engine_buffers(rs_recipe *r, rsi_err *err) {
     if (!r->buf_name[next++]) st = RSI_NOMEM(err);
   }
   free(group_buf);
-  if (st != RS_OK) return st;
-  r->buf_name[next] = strdup("fp8_scales");
-  if (!r->buf_name[next]) return RSI_NOMEM(err);
-  r->ninfer_buffers = next + 1;
-  return RS_OK;
+  for (int b = 0; b < next && st == RS_OK; b++) {
+    char name[RSI_RNAME + 16];
+    rsi_scale_name(r->buf_name[b], name, sizeof name);
+    r->buf_name[next + b] = strdup(name);
+    if (!r->buf_name[next + b]) st = RSI_NOMEM(err);
+  }
+  r->nvalue_buffers = next;
+  r->ninfer_buffers = 2 * next;
+  return st;
 }
 
 rs_status rsi_recipe_create(const rs_model *m, const char *train,

@@ -415,7 +415,8 @@ static void execute_fp8(const rt_model_info *info, const char *train,
     memset(&side[s], 0, sizeof side[s]);
     side[s].job = &job;
     side[s].side = s ? RS_SIDE_DST : RS_SIDE_SRC;
-    side[s].nbuf = job.model.n + 3;
+    cr_assert_eq(rs_recipe_num_buffers(job.recipe, side[s].side, &side[s].nbuf),
+                 RS_OK);
     side[s].size = calloc((size_t)job.world * side[s].nbuf, sizeof(size_t));
     side[s].at = calloc((size_t)job.world * side[s].nbuf, sizeof(uint8_t *));
     side[s].scales =

@@ -191,7 +191,8 @@ class Recipe(_Handle):
 
 def layouts(context: Context, config: ConfigLike, train: str = "tp=2,pp=2",
             infer: str = "tp=4,dp=2", rank: Optional[int] = None, *,
-            colocated: bool = False
+            colocated: bool = False,
+            settings: Optional[Dict[str, int]] = None
             ) -> Tuple[Layout, Layout,
                        Dict[Tuple[int, int], Tuple[str, int]]]:
     """The trainer's and the engine's layouts of a model on ``context``,
@@ -201,12 +202,18 @@ def layouts(context: Context, config: ConfigLike, train: str = "tp=2,pp=2",
     ``config`` is a path to a ``config.json``, its JSON text, a dict, a
     :class:`Model` or a catalog name. With ``rank`` only that rank's
     shards are added (between processes, before ``allgather``); the
-    layouts are the caller's to close."""
+    layouts are the caller's to close. ``settings`` go to
+    :meth:`Recipe.set` first, e.g. ``{"infer_dtype": reshard.DType.F8_E4M3}``
+    for an fp8 engine (each quantized parameter's block scales are then a
+    ``*.weight_scale_inv`` buffer of its own) or ``{"train_vocab_pad":
+    128}`` for Megatron-LM's vocabulary padding."""
     if not isinstance(context, Context):
         raise TypeError("layouts(context, ...) takes a reshard.Context")
     with Recipe(config, train, infer) as recipe:
         if colocated:
             recipe.set("infer_first_rank", 0)
+        for what, value in (settings or {}).items():
+            recipe.set(what, int(value))
         first = recipe.get("infer_first_rank")
         iw = recipe.get("infer_world")
         src, dst = Layout(context), Layout(context)
@@ -235,9 +242,13 @@ def layouts(context: Context, config: ConfigLike, train: str = "tp=2,pp=2",
 def _name_buffer(layout: Layout, rank: int, buffer: int, name: str,
                  nbytes: int, dt: DType) -> None:
     """What Plan.bind and Plan.bind_state_dict know of a recipe's buffer:
-    its framework name, its bytes, and (one dtype: not fp8 values with
-    their float32 scales) its dtype."""
+    its framework name, its bytes, and its dtype where the recipe's says
+    it: fp8 block scales (``*_scale_inv``) are float32; with an fp8
+    engine, parameters left in bf16 (norms, embeddings) are checked for
+    size only."""
     layout.name_buffer(rank, name, buffer)
+    if name.endswith("_scale_inv"):
+        dt = DType.F32
     need = layout._needs.setdefault((rank, buffer), BufferNeed())
     if dt.itemsize != 1:
         need.add(Region(name, dt, 0, None), nbytes)

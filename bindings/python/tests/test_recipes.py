@@ -128,3 +128,23 @@ def test_plan_between_the_layouts_is_exact():
             assert np.array_equal(a, back[1][k]), k
             # only the norms' replicas (160 of each rank's elements) differ
             assert (a != sbufs[k]).sum() <= 160, k
+
+
+def test_fp8_engine_scales_are_parameters_of_their_own():
+    """An fp8 engine: each quantized parameter's block scales are a float32
+    buffer named as vLLM names it, checked as f32 by bind."""
+    with reshard.Context.local(2) as ctx:
+        src, dst, bufs = recipes.layouts(
+            ctx, TINY, train="tp=1", infer="tp=1",
+            settings={"infer_dtype": reshard.DType.F8_E4M3,
+                      "fp8_block_rows": 16, "fp8_block_cols": 16})
+        names = {v[0]: (k, v[1]) for k, v in bufs.items()}
+        # qkv_proj: q 32 rows (2 blocks), k and v 16 (1 each) of 32 columns
+        (rank, b), nbytes = names[
+            "model.layers.0.self_attn.qkv_proj.weight_scale_inv"]
+        assert nbytes == (2 + 1 + 1) * 2 * 4
+        assert "model.layers.0.input_layernorm.weight_scale_inv" not in names
+        with src, dst, ctx.plan(src, dst) as plan:
+            with pytest.raises(reshard.ArgumentError, match="is f16 .*not f32"):
+                plan.bind("dst", rank, b, np.zeros(nbytes // 2, np.float16))
+            plan.bind("dst", rank, b, np.zeros(nbytes // 4, np.float32))

@@ -164,11 +164,12 @@ RS_API rs_status rs_model_tensor_role(const rs_model *model, int tensor,
  * A recipe: @p model sharded by a trainer spec ("tp=2,cp=2,ep=16,pp=4":
  * keys tp cp ep etp pp dp edp gpus fsdp vocab_pad; fsdp=1 shards the
  * data-parallel axes on dim 0) and an engine spec ("tp=8,dp=16[,ep=128]":
- * keys tp dp ep gpus vocab_pad; see RS_RECIPE_*_VOCAB_PAD). Sizes not given are derived; every size is checked against the
- * model. The recipe keeps its own copy of the model; the caller owns *out
- * (rs_recipe_destroy). Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT
- * (a bad spec or a size that does not fit the model: the message names the
- * key and the model's figure), RS_ERR_NO_MEMORY. @since 0.6
+ * keys tp dp ep gpus vocab_pad; see RS_RECIPE_*_VOCAB_PAD). Sizes not given are
+ * derived; every size is checked against the model. The recipe keeps its own
+ * copy of the model; the caller owns *out (rs_recipe_destroy). Errors:
+ * RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (a bad spec or a size that does
+ * not fit the model: the message names the key and the model's figure),
+ * RS_ERR_NO_MEMORY. @since 0.6
  */
 RS_API rs_status rs_recipe_create(const rs_model *model, const char *train,
                                   const char *infer, rs_recipe **out);
@@ -192,11 +193,11 @@ typedef enum rs_recipe_param {
   RS_RECIPE_INFER_EP = 102,
   RS_RECIPE_INFER_WORLD = 103,
   /* settings (default in brackets) */
-  RS_RECIPE_TRAIN_DTYPE = 200,     /**< RS_DTYPE_BF16 (model's) or F32 */
-  RS_RECIPE_INFER_DTYPE = 201,     /**< BF16 [model's], F32, F8_E4M3 */
-  RS_RECIPE_FP8_BLOCK_ROWS = 202,  /**< [128], 1 .. 65536 */
-  RS_RECIPE_FP8_BLOCK_COLS = 203,  /**< [128], 1 .. 65536 */
-  RS_RECIPE_FP8_SCALE_RULE = 204,  /**< an rs_scale_rule [RS_SCALE_AMAX] */
+  RS_RECIPE_TRAIN_DTYPE = 200,      /**< RS_DTYPE_BF16 (model's) or F32 */
+  RS_RECIPE_INFER_DTYPE = 201,      /**< BF16 [model's], F32, F8_E4M3 */
+  RS_RECIPE_FP8_BLOCK_ROWS = 202,   /**< [128], 1 .. 65536 */
+  RS_RECIPE_FP8_BLOCK_COLS = 203,   /**< [128], 1 .. 65536 */
+  RS_RECIPE_FP8_SCALE_RULE = 204,   /**< an rs_scale_rule [RS_SCALE_AMAX] */
   RS_RECIPE_INFER_FIRST_RANK = 205, /**< [train world]; 0: colocated */
   /** [1] Megatron's make_vocab_size_divisible_by: embed_tokens and
    *  lm_head rows padded to a multiple of it x train tp, split evenly;
@@ -315,7 +316,9 @@ RS_API rs_status rs_recipe_num_buffers(const rs_recipe *recipe, rs_side side,
 /**
  * Buffer @p buffer of layout rank @p rank: the name the framework gives
  * it (the engine's parameter, e.g. "model.layers.0.self_attn.qkv_proj.weight",
- * "model.layers.3.mlp.experts.w13_weight", "fp8_scales"; the trainer's
+ * "model.layers.3.mlp.experts.w13_weight", and with an fp8 engine the
+ * block scales of each, "model.layers.0.self_attn.qkv_proj.weight_scale_inv",
+ * packed as vLLM packs them; the trainer's
  * "param_buffer.bf16", "param_buffer.f32"; valid while the recipe lives)
  * and its size in bytes (0 when the rank holds nothing in it).
  * Errors: RS_ERR_NULL_POINTER, RS_ERR_INVALID_ARGUMENT (buffer or rank

@@ -374,8 +374,8 @@ static void vocab_shard(rs_recipe *r, rs_side side, int rank, int tensor,
   for (int64_t i = 0; i < n; i++) {
     int t, scales, buffer;
     int64_t off[3], ext[3];
-    cr_assert_eq(rs_recipe_shard(r, side, rank, i, &t, &scales, NULL, off,
-                                 ext, &buffer, NULL, NULL),
+    cr_assert_eq(rs_recipe_shard(r, side, rank, i, &t, &scales, NULL, off, ext,
+                                 &buffer, NULL, NULL),
                  RS_OK);
     if (t != tensor || scales) continue;
     *first = off[0];
@@ -436,17 +436,98 @@ Test(recipes, vocabulary_rows_as_the_frameworks_pad_them) {
   rs_recipe_destroy(r);
   /* the spec says it too; 50257 rows padded to a multiple of 4 do not
    * split over 8 ranks */
-  cr_expect_eq(rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=8,vocab_pad=4",
-                                &r),
-               RS_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(
+      rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=8,vocab_pad=4", &r),
+      RS_ERR_INVALID_ARGUMENT);
   cr_expect(strstr(rs_last_error(), "vocab_pad=4 (50260 rows") != NULL, "%s",
             rs_last_error());
-  cr_assert_eq(rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=1,vocab_pad=1",
-                                &r),
-               RS_OK, "%s", rs_last_error());
+  cr_assert_eq(
+      rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=1,vocab_pad=1", &r), RS_OK,
+      "%s", rs_last_error());
   vocab_shard(r, RS_SIDE_DST, 2, 0, &first, &rows, &bytes);
   cr_expect_eq(rows, 50257);
   cr_expect_eq(bytes, 50257 * 64 * 2);
+  rs_recipe_destroy(r);
+  rs_model_destroy(m);
+}
+
+/* The bytes of the engine buffer called `name` on layout rank `rank`
+ * (-1: none of that name). */
+static int64_t engine_bytes(rs_recipe *r, int rank, const char *name) {
+  int nbuf = 0;
+  rs_recipe_num_buffers(r, RS_SIDE_DST, &nbuf);
+  for (int b = 0; b < nbuf; b++) {
+    const char *n;
+    int64_t bytes;
+    cr_assert_eq(rs_recipe_buffer(r, RS_SIDE_DST, rank, b, &n, &bytes), RS_OK);
+    if (!strcmp(n, name)) return bytes;
+  }
+  return -1;
+}
+
+/* fp8 with 128 x 128 blocks: each quantized parameter's scales in its own
+ * weight_scale_inv buffer, fused as vLLM fuses them (qkv_proj: q's block
+ * rows, then k's, then v's; w13: per expert, gate's then up's). */
+Test(recipes, fp8_scales_per_parameter_as_vllm_keeps_them) {
+  rs_model *m = NULL;
+  rs_recipe *r = NULL;
+  cr_assert_eq(rs_model_from_catalog("Qwen3-32B", &m), RS_OK);
+  cr_assert_eq(rs_recipe_create(m, "tp=2", "tp=4", &r), RS_OK, "%s",
+               rs_last_error());
+  cr_assert_eq(rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, RS_DTYPE_F8_E4M3),
+               RS_OK);
+  /* TP4 of hidden 5120: q 2048 rows (16 blocks), k and v 256 (2 each) */
+  const char *qkv = "model.layers.0.self_attn.qkv_proj.weight";
+  cr_expect_eq(engine_bytes(r, 2, qkv), (2048 + 256 + 256) * 5120);
+  cr_expect_eq(engine_bytes(r, 2,
+                            "model.layers.0.self_attn.qkv_proj."
+                            "weight_scale_inv"),
+               (16 + 2 + 2) * 40 * 4);
+  cr_expect_eq(engine_bytes(r, 2,
+                            "model.layers.0.input_layernorm."
+                            "weight_scale_inv"),
+               0, "norms stay bf16: no scales");
+  /* k_proj's scales start after q's 16 block rows */
+  int64_t n = 0;
+  bool seen = false;
+  cr_assert_eq(rs_recipe_num_shards(r, RS_SIDE_DST, 2, &n), RS_OK);
+  for (int64_t i = 0; i < n; i++) {
+    int t, scales, buffer;
+    int64_t off[3], ext[3], at, strides[3];
+    rs_recipe_shard(r, RS_SIDE_DST, 2, i, &t, &scales, NULL, off, ext, &buffer,
+                    &at, strides);
+    const char *name;
+    rs_model_tensor_info(m, t, &name, NULL, NULL, NULL);
+    if (!scales || strcmp(name, "model.layers.0.self_attn.k_proj.weight"))
+      continue;
+    const char *bname;
+    rs_recipe_buffer(r, RS_SIDE_DST, 2, buffer, &bname, NULL);
+    cr_expect_str_eq(bname,
+                     "model.layers.0.self_attn.qkv_proj."
+                     "weight_scale_inv");
+    cr_expect_eq(at, 16 * 40 * 4);
+    cr_expect_eq(ext[0], 2);
+    cr_expect_eq(ext[1], 40);
+    seen = true;
+  }
+  cr_expect(seen, "k_proj's scales on engine rank 0");
+  rs_recipe_destroy(r);
+  rs_model_destroy(m);
+  /* experts: Qwen3-30B-A3B, inter 768, TP2: 384 rows, 3 blocks of gate
+   * and 3 of up per expert, 16 blocks of hidden 2048, 128 experts */
+  cr_assert_eq(rs_model_from_catalog("Qwen3-30B-A3B", &m), RS_OK);
+  cr_assert_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=2", &r), RS_OK, "%s",
+               rs_last_error());
+  cr_assert_eq(rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, RS_DTYPE_F8_E4M3),
+               RS_OK);
+  cr_expect_eq(engine_bytes(r, 2,
+                            "model.layers.0.mlp.experts."
+                            "w13_weight_scale_inv"),
+               128 * (3 + 3) * 16 * 4);
+  cr_expect_eq(engine_bytes(r, 2,
+                            "model.layers.0.mlp.experts."
+                            "w2_weight_scale_inv"),
+               128 * 16 * 3 * 4);
   rs_recipe_destroy(r);
   rs_model_destroy(m);
 }
