@@ -6,6 +6,7 @@
 #ifndef RS_CORE_RECIPES_H
 #define RS_CORE_RECIPES_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -154,6 +155,7 @@ struct rs_recipe {
   int *buf_of;        /* engine buffer of each tensor */
   char **buf_name;    /* engine buffer names */
   rsi_shard_cache cache[2];
+  pthread_mutex_t cache_lock; /* queries from several threads fill it once */
 };
 
 rs_status rsi_recipe_create(const rs_model *m, const char *train,

@@ -300,7 +300,16 @@ static rs_status keep(const rsi_rshard *s, void *arg) {
   return RS_OK;
 }
 
+static rs_status fill_cache(rs_recipe *r, rs_side side, rsi_err *err);
+
 rs_status rsi_recipe_cache(rs_recipe *r, rs_side side, rsi_err *err) {
+  pthread_mutex_lock(&r->cache_lock);
+  rs_status st = fill_cache(r, side, err);
+  pthread_mutex_unlock(&r->cache_lock);
+  return st;
+}
+
+static rs_status fill_cache(rs_recipe *r, rs_side side, rsi_err *err) {
   rsi_shard_cache *c = &r->cache[side == RS_SIDE_SRC ? 0 : 1];
   if (c->first) return RS_OK;
   collect k = {c, 0};
@@ -352,6 +361,7 @@ rs_status rsi_recipe_cache(rs_recipe *r, rs_side side, rsi_err *err) {
 
 void rsi_recipe_free(rs_recipe *r) {
   if (!r) return;
+  pthread_mutex_destroy(&r->cache_lock);
   for (int s = 0; s < 2; s++) {
     free(r->cache[s].s);
     free(r->cache[s].first);
@@ -414,6 +424,7 @@ rs_status rsi_recipe_create(const rs_model *m, const char *train,
   *out = NULL;
   rs_recipe *r = calloc(1, sizeof *r);
   if (!r) return RSI_NOMEM(err);
+  pthread_mutex_init(&r->cache_lock, NULL);
   rs_status st = rsi_train_parse(train, &r->train, err);
   if (st == RS_OK) st = rsi_train_resolve(&m->info, &r->train, err);
   if (st == RS_OK) st = rsi_infer_parse(infer, &r->infer, err);

@@ -27,6 +27,11 @@
  * Errors are recorded in the per-thread buffer (rs_last_error); the calls
  * that add to a layout record theirs on the layout's context
  * (rs_layout_last_error).
+ *
+ * Threads: a model, and a recipe between rs_recipe_set calls, may be read
+ * from several threads at once (every call but rs_recipe_set and the
+ * destroy calls); rs_recipe_set must not run beside another call on the
+ * same recipe.
  */
 #ifndef RESHARD_RECIPES_H
 #define RESHARD_RECIPES_H

@@ -5,6 +5,7 @@
  * that name the key, engine buffers with the engine's names and sizes,
  * and one rank's layout against every rank's. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,5 +530,42 @@ Test(recipes, fp8_scales_per_parameter_as_vllm_keeps_them) {
                             "w2_weight_scale_inv"),
                128 * 16 * 3 * 4);
   rs_recipe_destroy(r);
+  rs_model_destroy(m);
+}
+
+/* Queries from several threads at once on a fresh recipe: the shard cache
+ * is filled once, and every thread reads the same figures. */
+typedef struct query_arg {
+  rs_recipe *r;
+  int64_t shards, bytes;
+} query_arg;
+
+static void *query(void *p) {
+  query_arg *a = p;
+  rs_recipe_num_shards(a->r, RS_SIDE_DST, RS_ALL_RANKS, &a->shards);
+  rs_recipe_buffer(a->r, RS_SIDE_DST, 2, 0, NULL, &a->bytes);
+  return NULL;
+}
+
+Test(recipes, queries_from_several_threads) {
+  rs_model *m = NULL;
+  cr_assert_eq(rs_model_from_catalog("Qwen3-30B-A3B", &m), RS_OK);
+  for (int round = 0; round < 20; round++) {
+    rs_recipe *r = NULL;
+    cr_assert_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=2", &r), RS_OK);
+    pthread_t th[4];
+    query_arg a[4];
+    for (int i = 0; i < 4; i++) {
+      a[i] = (query_arg){r, -1, -1};
+      cr_assert_eq(pthread_create(&th[i], NULL, query, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+      cr_expect_gt(a[i].shards, 0);
+      cr_expect_eq(a[i].shards, a[0].shards);
+      cr_expect_eq(a[i].bytes, a[0].bytes);
+    }
+    rs_recipe_destroy(r);
+  }
   rs_model_destroy(m);
 }
