@@ -221,6 +221,22 @@ Test(recipes, tied_embeddings_have_no_lm_head) {
   rs_model_destroy(m);
 }
 
+/* A model from config JSON, and a recipe of a model; both asserted. */
+static rs_model *model_of(const char *json) {
+  rs_model *m = NULL;
+  cr_assert_eq(rs_model_from_config(json, strlen(json), &m), RS_OK, "%s",
+               rs_last_error());
+  return m;
+}
+
+static rs_recipe *recipe_of(const rs_model *m, const char *train,
+                            const char *infer) {
+  rs_recipe *r = NULL;
+  cr_assert_eq(rs_recipe_create(m, train, infer, &r), RS_OK, "%s",
+               rs_last_error());
+  return r;
+}
+
 #define TINY_MOE                                           \
   "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 32, "  \
   "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, " \
@@ -228,12 +244,8 @@ Test(recipes, tied_embeddings_have_no_lm_head) {
   "\"moe_intermediate_size\": 12, \"num_experts\": 8, \"vocab_size\": 50}"
 
 Test(recipes, engine_buffers_have_the_engines_names_and_sizes) {
-  rs_model *m = NULL;
-  rs_recipe *r = NULL;
-  cr_assert_eq(rs_model_from_config(TINY_MOE, strlen(TINY_MOE), &m), RS_OK,
-               "%s", rs_last_error());
-  cr_assert_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=2,dp=2", &r), RS_OK, "%s",
-               rs_last_error());
+  rs_model *m = model_of(TINY_MOE);
+  rs_recipe *r = recipe_of(m, "tp=2,ep=2", "tp=2,dp=2");
   rs_model_destroy(m); /* the recipe keeps its own copy */
   int64_t tw, first;
   rs_recipe_get(r, RS_RECIPE_TRAIN_WORLD, &tw);
@@ -395,12 +407,8 @@ static void vocab_shard(rs_recipe *r, rs_side side, int rank, int tensor,
   " \"vocab_size\": 50257}"
 
 Test(recipes, vocabulary_rows_as_the_frameworks_pad_them) {
-  rs_model *m = NULL;
-  rs_recipe *r = NULL;
-  cr_assert_eq(rs_model_from_config(ODD_VOCAB, strlen(ODD_VOCAB), &m), RS_OK,
-               "%s", rs_last_error());
-  cr_assert_eq(rs_recipe_create(m, "tp=2", "tp=8", &r), RS_OK, "%s",
-               rs_last_error());
+  rs_model *m = model_of(ODD_VOCAB);
+  rs_recipe *r = recipe_of(m, "tp=2", "tp=8");
   int64_t pad, first, rows, bytes;
   rs_recipe_get(r, RS_RECIPE_INFER_VOCAB_PAD, &pad);
   cr_expect_eq(pad, 64);
@@ -442,9 +450,7 @@ Test(recipes, vocabulary_rows_as_the_frameworks_pad_them) {
       RS_ERR_INVALID_ARGUMENT);
   cr_expect(strstr(rs_last_error(), "vocab_pad=4 (50260 rows") != NULL, "%s",
             rs_last_error());
-  cr_assert_eq(
-      rs_recipe_create(m, "tp=2,vocab_pad=128", "tp=1,vocab_pad=1", &r), RS_OK,
-      "%s", rs_last_error());
+  r = recipe_of(m, "tp=2,vocab_pad=128", "tp=1,vocab_pad=1");
   vocab_shard(r, RS_SIDE_DST, 2, 0, &first, &rows, &bytes);
   cr_expect_eq(rows, 50257);
   cr_expect_eq(bytes, 50257 * 64 * 2);
@@ -471,10 +477,8 @@ static int64_t engine_bytes(rs_recipe *r, int rank, const char *name) {
  * rows, then k's, then v's; w13: per expert, gate's then up's). */
 Test(recipes, fp8_scales_per_parameter_as_vllm_keeps_them) {
   rs_model *m = NULL;
-  rs_recipe *r = NULL;
   cr_assert_eq(rs_model_from_catalog("Qwen3-32B", &m), RS_OK);
-  cr_assert_eq(rs_recipe_create(m, "tp=2", "tp=4", &r), RS_OK, "%s",
-               rs_last_error());
+  rs_recipe *r = recipe_of(m, "tp=2", "tp=4");
   cr_assert_eq(rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, RS_DTYPE_F8_E4M3),
                RS_OK);
   /* TP4 of hidden 5120: q 2048 rows (16 blocks), k and v 256 (2 each) */
@@ -517,8 +521,7 @@ Test(recipes, fp8_scales_per_parameter_as_vllm_keeps_them) {
   /* experts: Qwen3-30B-A3B, inter 768, TP2: 384 rows, 3 blocks of gate
    * and 3 of up per expert, 16 blocks of hidden 2048, 128 experts */
   cr_assert_eq(rs_model_from_catalog("Qwen3-30B-A3B", &m), RS_OK);
-  cr_assert_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=2", &r), RS_OK, "%s",
-               rs_last_error());
+  r = recipe_of(m, "tp=2,ep=2", "tp=2");
   cr_assert_eq(rs_recipe_set(r, RS_RECIPE_INFER_DTYPE, RS_DTYPE_F8_E4M3),
                RS_OK);
   cr_expect_eq(engine_bytes(r, 2,
@@ -551,8 +554,7 @@ Test(recipes, queries_from_several_threads) {
   rs_model *m = NULL;
   cr_assert_eq(rs_model_from_catalog("Qwen3-30B-A3B", &m), RS_OK);
   for (int round = 0; round < 20; round++) {
-    rs_recipe *r = NULL;
-    cr_assert_eq(rs_recipe_create(m, "tp=2,ep=2", "tp=2", &r), RS_OK);
+    rs_recipe *r = recipe_of(m, "tp=2,ep=2", "tp=2");
     pthread_t th[4];
     query_arg a[4];
     for (int i = 0; i < 4; i++) {
