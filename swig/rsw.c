@@ -808,3 +808,40 @@ const char *rsw_recipe_buffer(rsw_result *r, rs_recipe *recipe, int side,
   r->value = bytes;
   return name;
 }
+
+void rsw_recipe_num_shards(rsw_result *r, rs_recipe *recipe, int side,
+                           int rank) {
+  begin(r);
+  GET_VALUE(r, int64_t, end, NULL, rs_recipe_num_shards, recipe,
+            (rs_side)side, rank);
+}
+
+const char *rsw_recipe_shard(rsw_result *r, rs_recipe *recipe, int side,
+                             int rank, int64_t index, rsw_ints *fields) {
+  begin(r);
+  rsw_ints_clear(fields);
+  int tensor = 0, scales = 0, shard_rank = 0, buffer = 0, ndim = 0;
+  int64_t off[RS_MAX_DIMS], ext[RS_MAX_DIMS], strides[RS_MAX_DIMS], at = 0;
+  const rs_model *model = NULL;
+  const char *name = NULL;
+  rs_status st = rs_recipe_shard(recipe, (rs_side)side, rank, index, &tensor,
+                                 &scales, &shard_rank, off, ext, &buffer, &at,
+                                 strides);
+  if (st == RS_OK) st = rs_recipe_model(recipe, &model);
+  if (st == RS_OK)
+    st = rs_model_tensor_info(model, tensor, &name, NULL, &ndim, NULL);
+  end(r, st, NULL);
+  if (st != RS_OK) return NULL;
+  int64_t head[] = {tensor, scales, shard_rank, buffer, at, ndim};
+  const int64_t *boxes[] = {off, ext, strides};
+  int failed = 0;
+  for (size_t i = 0; i < sizeof head / sizeof *head; i++)
+    failed |= rsw_ints_push(fields, head[i]);
+  for (int b = 0; b < 3; b++)
+    for (int d = 0; d < ndim; d++) failed |= rsw_ints_push(fields, boxes[b][d]);
+  if (failed) {
+    failf(r, RS_ERR_NO_MEMORY, "out of memory");
+    return NULL;
+  }
+  return name;
+}

@@ -199,5 +199,13 @@ void rsw_recipe_num_buffers(rsw_result *r, const rs_recipe *recipe, int side);
  * failure; valid while the recipe lives); value: its size in bytes. */
 const char *rsw_recipe_buffer(rsw_result *r, rs_recipe *recipe, int side,
                               int rank, int buffer);
+/* value: the number of shards a side adds for `rank` (or RS_ALL_RANKS) */
+void rsw_recipe_num_shards(rsw_result *r, rs_recipe *recipe, int side,
+                           int rank);
+/* Shard `index` of those: its tensor's name (NULL on failure; valid while
+ * the recipe lives), and into `fields` the tensor, scales (0/1), layout
+ * rank, buffer, byte offset, ndim, then ndim offsets, extents, strides. */
+const char *rsw_recipe_shard(rsw_result *r, rs_recipe *recipe, int side,
+                             int rank, int64_t index, rsw_ints *fields);
 
 #endif

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import _native as N
 from ._native import C
@@ -31,7 +31,7 @@ from ._needs import BufferNeed, Region
 from .dtypes import DType
 from .layout import Layout
 
-__all__ = ["Model", "Recipe", "layouts", "catalog"]
+__all__ = ["Model", "Recipe", "RecipeShard", "layouts", "catalog"]
 
 ConfigLike = Union[str, "os.PathLike[str]", Mapping[str, Any], "Model"]
 
@@ -117,6 +117,22 @@ _SIZES = {"train_tp": 0, "train_cp": 1, "train_ep": 2, "train_etp": 3,
           "train_vocab_pad": 206, "infer_vocab_pad": 207}
 
 
+class RecipeShard(NamedTuple):
+    """One shard a recipe adds: rows ``offset`` .. ``offset + extent`` of
+    tensor ``tensor`` (its block scales when ``scales``: the layout's
+    tensor ``tensor + "_scale_inv"``, in block coordinates) on layout
+    rank ``rank``, in buffer ``buffer`` at ``byte_offset`` with element
+    ``strides``."""
+    tensor: str
+    scales: bool
+    rank: int
+    offset: Tuple[int, ...]
+    extent: Tuple[int, ...]
+    buffer: int
+    byte_offset: int
+    strides: Tuple[int, ...]
+
+
 class Recipe(_Handle):
     """A model with a trainer and an engine parallelism."""
 
@@ -170,6 +186,29 @@ class Recipe(_Handle):
                                ALL_RANKS if rank is None else
                                N.int32(rank, "rank"))
         _check(r)
+
+    def shards(self, side: str, rank: Optional[int] = None
+               ) -> List[RecipeShard]:
+        """The shards ``side`` ("src" or "dst") adds for layout rank
+        ``rank`` (every rank's when None), in the order the layouts get
+        them: which rows of which tensor each buffer holds, and where."""
+        s = {"src": 0, "dst": 1}[side]
+        q = ALL_RANKS if rank is None else N.int32(rank, "rank")
+        r = N.result()
+        C.rsw_recipe_num_shards(r, self._h(), s, q)
+        _check(r)
+        out: List[RecipeShard] = []
+        with N.vectors(()) as (fields,):
+            for i in range(int(r.value)):
+                name = C.rsw_recipe_shard(r, self._h(), s, q, i, fields)
+                _check(r)
+                f = N.read_vector(fields)
+                nd = f[5]
+                out.append(RecipeShard(name, bool(f[1]), f[2],
+                                       tuple(f[6:6 + nd]),
+                                       tuple(f[6 + nd:6 + 2 * nd]), f[3],
+                                       f[4], tuple(f[6 + 2 * nd:])))
+        return out
 
     def buffers(self, side: str, rank: int) -> Dict[int, Tuple[str, int]]:
         """Buffer -> (the framework's name, bytes) for one layout rank of

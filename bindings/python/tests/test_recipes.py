@@ -148,3 +148,22 @@ def test_fp8_engine_scales_are_parameters_of_their_own():
             with pytest.raises(reshard.ArgumentError, match="is f16 .*not f32"):
                 plan.bind("dst", rank, b, np.zeros(nbytes // 2, np.float16))
             plan.bind("dst", rank, b, np.zeros(nbytes // 4, np.float32))
+
+
+def test_shards_say_which_rows_each_buffer_holds():
+    """Recipe.shards: vLLM's padded vocabulary rows on each engine rank,
+    and one rank's shards are its part of every rank's."""
+    config = dict(TINY, vocab_size=200)
+    with recipes.Recipe(config, "tp=2", "tp=2") as recipe:
+        first = recipe.get("infer_first_rank")
+        embed = [s for s in recipe.shards("dst")
+                 if s.tensor == "model.embed_tokens.weight"]
+        # 200 rows padded to 256: 128 per rank, the second holds 72 of them
+        assert [(s.rank, s.offset, s.extent) for s in embed] == [
+            (first, (0, 0), (128, 32)), (first + 1, (128, 0), (72, 32))]
+        assert all(s.strides == (32, 1) and not s.scales for s in embed)
+        every = recipe.shards("src")
+        mine = recipe.shards("src", 1)
+        assert mine and mine == [s for s in every if s.rank == 1]
+        with pytest.raises(reshard.ArgumentError, match="rank"):
+            recipe.shards("dst", 99)
