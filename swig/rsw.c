@@ -830,9 +830,13 @@ const char *rsw_recipe_shard(rsw_result *r, rs_recipe *recipe, int side,
   if (st == RS_OK) st = rs_recipe_model(recipe, &model);
   if (st == RS_OK)
     st = rs_model_tensor_info(model, tensor, &name, NULL, &ndim, NULL);
+  rs_dtype src = RS_DTYPE_U8, dst = RS_DTYPE_U8;
+  if (st == RS_OK)
+    st = rs_recipe_tensor_dtypes(recipe, tensor, &src, &dst, NULL, NULL, NULL);
   end(r, st, NULL);
   if (st != RS_OK) return NULL;
-  int64_t head[] = {tensor, scales, shard_rank, buffer, at, ndim};
+  rs_dtype held = scales ? RS_DTYPE_F32 : side == RS_SIDE_SRC ? src : dst;
+  int64_t head[] = {tensor, scales, shard_rank, buffer, at, held, ndim};
   const int64_t *boxes[] = {off, ext, strides};
   int failed = 0;
   for (size_t i = 0; i < sizeof head / sizeof *head; i++)

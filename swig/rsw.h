@@ -204,7 +204,8 @@ void rsw_recipe_num_shards(rsw_result *r, rs_recipe *recipe, int side,
                            int rank);
 /* Shard `index` of those: its tensor's name (NULL on failure; valid while
  * the recipe lives), and into `fields` the tensor, scales (0/1), layout
- * rank, buffer, byte offset, ndim, then ndim offsets, extents, strides. */
+ * rank, buffer, byte offset, the dtype the side holds it in, ndim, then
+ * ndim offsets, extents, strides. */
 const char *rsw_recipe_shard(rsw_result *r, rs_recipe *recipe, int side,
                              int rank, int64_t index, rsw_ints *fields);
 

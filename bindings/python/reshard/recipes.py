@@ -122,7 +122,7 @@ class RecipeShard(NamedTuple):
     tensor ``tensor`` (its block scales when ``scales``: the layout's
     tensor ``tensor + "_scale_inv"``, in block coordinates) on layout
     rank ``rank``, in buffer ``buffer`` at ``byte_offset`` with element
-    ``strides``."""
+    ``strides``, held in ``dtype``."""
     tensor: str
     scales: bool
     rank: int
@@ -131,6 +131,7 @@ class RecipeShard(NamedTuple):
     buffer: int
     byte_offset: int
     strides: Tuple[int, ...]
+    dtype: DType
 
 
 class Recipe(_Handle):
@@ -203,11 +204,11 @@ class Recipe(_Handle):
                 name = C.rsw_recipe_shard(r, self._h(), s, q, i, fields)
                 _check(r)
                 f = N.read_vector(fields)
-                nd = f[5]
+                nd, box = f[6], f[7:]
                 out.append(RecipeShard(name, bool(f[1]), f[2],
-                                       tuple(f[6:6 + nd]),
-                                       tuple(f[6 + nd:6 + 2 * nd]), f[3],
-                                       f[4], tuple(f[6 + 2 * nd:])))
+                                       tuple(box[:nd]),
+                                       tuple(box[nd:2 * nd]), f[3], f[4],
+                                       tuple(box[2 * nd:]), DType(f[5])))
         return out
 
     def buffers(self, side: str, rank: int) -> Dict[int, Tuple[str, int]]:
@@ -266,30 +267,29 @@ def layouts(context: Context, config: ConfigLike, train: str = "tp=2,pp=2",
         tw = recipe.get("train_world")
         buffers: Dict[Tuple[int, int], Tuple[str, int]] = {}
         for side, lay, lo, n in (("src", src, 0, tw), ("dst", dst, first, iw)):
-            dt = DType(recipe.get("train_dtype" if side == "src" else
-                                  "infer_dtype"))
             ranks = range(lo, lo + n) if rank is None else (
                 [rank] if lo <= rank < lo + n else [])
             for q in ranks:
+                dtypes: Dict[int, set] = {}
+                for s in recipe.shards(side, q):
+                    dtypes.setdefault(s.buffer, set()).add(s.dtype)
                 for b, (name, nbytes) in recipe.buffers(side, q).items():
-                    _name_buffer(lay, q, b, name, nbytes, dt)
+                    held = dtypes.get(b, set())
+                    _name_buffer(lay, q, b, name, nbytes,
+                                 held.pop() if len(held) == 1 else None)
                     if side == "dst":
                         buffers[(q, b)] = (name, nbytes)
     return src, dst, buffers
 
 
 def _name_buffer(layout: Layout, rank: int, buffer: int, name: str,
-                 nbytes: int, dt: DType) -> None:
+                 nbytes: int, dt: Optional[DType]) -> None:
     """What Plan.bind and Plan.bind_state_dict know of a recipe's buffer:
-    its framework name, its bytes, and its dtype where the recipe's says
-    it: fp8 block scales (``*_scale_inv``) are float32; with an fp8
-    engine, parameters left in bf16 (norms, embeddings) are checked for
-    size only."""
+    its framework name, its bytes, and the one dtype its shards are held
+    in (every recipe buffer has one; None would check the size alone)."""
     layout.name_buffer(rank, name, buffer)
-    if name.endswith("_scale_inv"):
-        dt = DType.F32
     need = layout._needs.setdefault((rank, buffer), BufferNeed())
-    if dt.itemsize != 1:
+    if dt is not None:
         need.add(Region(name, dt, 0, None), nbytes)
     else:
         need.nbytes = max(need.nbytes, nbytes)

@@ -132,7 +132,8 @@ def test_plan_between_the_layouts_is_exact():
 
 def test_fp8_engine_scales_are_parameters_of_their_own():
     """An fp8 engine: each quantized parameter's block scales are a float32
-    buffer named as vLLM names it, checked as f32 by bind."""
+    buffer named as vLLM names it; bind checks each buffer against the one
+    dtype its parameter is held in (f32 scales, f8 values, bf16 norms)."""
     with reshard.Context.local(2) as ctx:
         src, dst, bufs = recipes.layouts(
             ctx, TINY, train="tp=1", infer="tp=1",
@@ -148,6 +149,15 @@ def test_fp8_engine_scales_are_parameters_of_their_own():
             with pytest.raises(reshard.ArgumentError, match="is f16 .*not f32"):
                 plan.bind("dst", rank, b, np.zeros(nbytes // 2, np.float16))
             plan.bind("dst", rank, b, np.zeros(nbytes // 4, np.float32))
+            (rank, b), nbytes = names[
+                "model.layers.0.self_attn.qkv_proj.weight"]
+            with pytest.raises(reshard.ArgumentError, match="not f8_e4m3"):
+                plan.bind("dst", rank, b, np.zeros(nbytes // 2, np.uint16))
+            plan.bind("dst", rank, b, np.zeros(nbytes, np.uint8))  # bytes
+            (rank, b), nbytes = names["model.layers.0.input_layernorm.weight"]
+            with pytest.raises(reshard.ArgumentError, match="not bf16"):
+                plan.bind("dst", rank, b, np.zeros(nbytes // 2, np.float16))
+            plan.bind("dst", rank, b, np.zeros(nbytes // 2, np.uint16))
 
 
 def test_shards_say_which_rows_each_buffer_holds():
@@ -161,7 +171,8 @@ def test_shards_say_which_rows_each_buffer_holds():
         # 200 rows padded to 256: 128 per rank, the second holds 72 of them
         assert [(s.rank, s.offset, s.extent) for s in embed] == [
             (first, (0, 0), (128, 32)), (first + 1, (128, 0), (72, 32))]
-        assert all(s.strides == (32, 1) and not s.scales for s in embed)
+        assert all(s.strides == (32, 1) and not s.scales and
+                   s.dtype == reshard.DType.BF16 for s in embed)
         every = recipe.shards("src")
         mine = recipe.shards("src", 1)
         assert mine and mine == [s for s in every if s.rank == 1]
