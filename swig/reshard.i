@@ -67,6 +67,88 @@ static int rsw_lua_isint32(lua_State *L, int i) {
   %{ $1 = rsw_lua_isint32(L, $input); %}
 #endif
 
+#ifdef SWIGPYTHON
+/* An input integer array (const rsw_ints *) also takes a Python list or
+ * tuple of ints, copied into a temporary rsw_ints in one call: building
+ * the vector element by element from Python costs a call per element,
+ * which dominates describing a state dict. An rsw_ints (or None: NULL)
+ * is still taken as it is. Elements must be Python ints fitting int64_t
+ * (the Python layer converts and checks them first); anything else is a
+ * TypeError or OverflowError naming the element. */
+%{
+static int rsw_py_ints(PyObject *seq, rsw_ints **out) {
+  Py_ssize_t i, n = PyList_Check(seq) ? PyList_GET_SIZE(seq)
+                                      : PyTuple_GET_SIZE(seq);
+  rsw_ints *v = rsw_ints_new();
+  if (!v) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    PyObject *item = PyList_Check(seq) ? PyList_GET_ITEM(seq, i)
+                                       : PyTuple_GET_ITEM(seq, i);
+    int overflow = 0;
+    long long x;
+    if (!PyLong_Check(item) || PyBool_Check(item)) {
+      PyErr_Format(PyExc_TypeError, "integer array element %zd is %s, not "
+                   "an int", i, Py_TYPE(item)->tp_name);
+      goto fail;
+    }
+    x = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow) {
+      PyErr_Format(PyExc_OverflowError, "integer array element %zd does "
+                   "not fit a 64-bit signed integer", i);
+      goto fail;
+    }
+    if (x == -1 && PyErr_Occurred()) goto fail;
+    if (rsw_ints_push(v, (int64_t)x) != 0) {
+      PyErr_NoMemory();
+      goto fail;
+    }
+  }
+  *out = v;
+  return 0;
+fail:
+  rsw_ints_free(v);
+  return -1;
+}
+%}
+%typemap(in) const rsw_ints * (rsw_ints *temp = NULL, void *argp = 0,
+                               int res = 0) {
+  if (PyList_Check($input) || PyTuple_Check($input)) {
+    if (rsw_py_ints($input, &temp) != 0) SWIG_fail;
+    $1 = temp;
+  } else {
+    res = SWIG_ConvertPtr($input, &argp, $descriptor, 0);
+    if (!SWIG_IsOK(res)) {
+      SWIG_exception_fail(SWIG_ArgError(res), "in method '$symname', "
+                          "argument $argnum: a list or tuple of ints, or "
+                          "rsw_ints");
+    }
+    $1 = ($ltype)argp;
+  }
+}
+%typemap(freearg) const rsw_ints * %{ rsw_ints_free(temp$argnum); %}
+
+/* The address of the first byte of a buffer-protocol object (a
+ * memoryview), 0 when it exports none: what Plan.bind hands the library,
+ * read here rather than through ctypes. Runs holding the GIL. */
+%nothread rsw_py_buffer_address;
+%inline %{
+uint64_t rsw_py_buffer_address(PyObject *obj) {
+  Py_buffer view;
+  uint64_t address;
+  if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  address = (uint64_t)(uintptr_t)view.buf;
+  PyBuffer_Release(&view);
+  return address;
+}
+%}
+#endif
+
 /* Handles are opaque to every language. */
 typedef struct rs_context rs_context;
 typedef struct rs_layout rs_layout;

@@ -10,7 +10,7 @@ managed tensor, whose deleter is called when the binding is released.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import _native as N
 from .dtypes import DType, _from_name
@@ -22,23 +22,7 @@ MEMORY_CUDA = 1  # RS_MEMORY_CUDA
 # ---- the buffer protocol ----------------------------------------------------
 
 
-class _PyBuffer(ctypes.Structure):
-    _fields_ = [
-        ("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p),
-        ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
-        ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-        ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p),
-        ("strides", ctypes.c_void_p), ("suboffsets", ctypes.c_void_p),
-        ("internal", ctypes.c_void_p),
-    ]
-
-
 _api = ctypes.pythonapi
-_api.PyObject_GetBuffer.argtypes = [ctypes.py_object,
-                                    ctypes.POINTER(_PyBuffer), ctypes.c_int]
-_api.PyObject_GetBuffer.restype = ctypes.c_int
-_api.PyBuffer_Release.argtypes = [ctypes.POINTER(_PyBuffer)]
-_api.PyBuffer_Release.restype = None
 _api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_IsValid.restype = ctypes.c_int
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
@@ -50,17 +34,22 @@ _api.PyCapsule_SetName.restype = ctypes.c_int
 def _address_of(mv: memoryview) -> int:
     """The address of a C-contiguous memoryview's first byte. The view
     itself (held by the caller) keeps the memory exported."""
-    view = _PyBuffer()
-    _api.PyObject_GetBuffer(mv, ctypes.byref(view), 0)  # PyBUF_SIMPLE
-    try:
-        return view.buf or 0
-    finally:
-        _api.PyBuffer_Release(ctypes.byref(view))
+    return N.C.rsw_py_buffer_address(mv)
 
 
 def _format_dtype(fmt: str) -> Optional[DType]:
+    try:
+        return _FORMATS[fmt]
+    except KeyError:
+        pass
     f = fmt.lstrip("@=<>!")
-    return _from_name(f) if len(f) == 1 else None
+    d = _from_name(f) if len(f) == 1 else None
+    if len(_FORMATS) < 256:
+        _FORMATS[fmt] = d
+    return d
+
+
+_FORMATS: Dict[str, Optional[DType]] = {}  # buffer format -> dtype
 
 
 class Bound:

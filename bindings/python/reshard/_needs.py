@@ -30,24 +30,25 @@ class Region(NamedTuple):
 class BufferNeed:
     """The regions of one (rank, buffer) and the bytes they reach."""
 
-    __slots__ = ("nbytes", "regions")
+    __slots__ = ("nbytes", "regions", "dtypes")
 
     def __init__(self) -> None:
         self.nbytes = 0
         self.regions: List[Region] = []
+        self.dtypes: List[DType] = []  # sorted, each once
 
     def add(self, region: Region, reach: int) -> None:
         self.regions.append(region)
-        self.nbytes = max(self.nbytes, reach)
+        if reach > self.nbytes:
+            self.nbytes = reach
+        if region.dtype not in self.dtypes:
+            self.dtypes = sorted(self.dtypes + [region.dtype])
 
     def copy(self) -> "BufferNeed":
         c = BufferNeed()
         c.nbytes, c.regions = self.nbytes, list(self.regions)
+        c.dtypes = list(self.dtypes)
         return c
-
-    @property
-    def dtypes(self) -> List[DType]:
-        return sorted({r.dtype for r in self.regions})
 
     @property
     def single_shape(self) -> Optional[Tuple[int, ...]]:
@@ -94,23 +95,22 @@ def check(need: Optional[BufferNeed], bound: Any, what: str,
     """Refuse ``bound`` (an exported object, see _memory.Bound) for the
     buffer ``need`` describes, with a message naming the call, the
     tensor, what was declared and what was given."""
-    if need is None or not need.regions:
+    if need is None or not need.regions or not check_dtype:
         return
-    given = bound.describe_type()
     dtypes = need.dtypes
-    raw = bound.dtype is None or (bound.dtype == DType.U8 and
-                                  DType.U8 not in dtypes)
-    if raw or not check_dtype:
-        return  # the library checks the size (and forgets the old binding)
+    if bound.dtype is None or (bound.dtype == DType.U8 and
+                               DType.U8 not in dtypes):
+        return  # raw bytes: the library checks the size (and forgets the
+        # old binding)
     if len(dtypes) > 1:
         raise N.fail(Status.INVALID_ARGUMENT, "%s holds %s of several "
                      "dtypes; bind it as bytes (a uint8 view), not as a %s"
-                     % (what, need.describe(), given))
+                     % (what, need.describe(), bound.describe_type()))
     if bound.dtype != dtypes[0] and not _carrier(bound, dtypes[0]):
         raise N.fail(Status.INVALID_ARGUMENT, "%s holds %s; the %s is %s "
                      "(%d-byte elements), not %s. Bind memory of %s (or its "
                      "bytes, a uint8 view)" % (
-                         what, need.describe(), given,
+                         what, need.describe(), bound.describe_type(),
                          bound.dtype.short_name, bound.dtype.itemsize,
                          dtypes[0].short_name, dtypes[0].short_name))
     if bound.nbytes < need.nbytes:
@@ -124,7 +124,8 @@ def check(need: Optional[BufferNeed], bound: Any, what: str,
                          "(the same elements in another shape would land "
                          "in the wrong places). Bind a tensor of shape %s, "
                          "or a flat one of %d elements" % (
-                             what, need.describe(), given, _shape(got),
+                             what, need.describe(), bound.describe_type(),
+                             _shape(got),
                              _shape(shape), _count(shape)))
 
 

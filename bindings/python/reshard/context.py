@@ -205,8 +205,7 @@ class Context(_Handle):
         ``devices[i]``."""
         devs = N.int_list(devices, "devices")
         r = N.result()
-        with N.vectors(devs) as v:
-            C.rsw_context_create_nccl_devices(r, v[0])
+        C.rsw_context_create_nccl_devices(r, devs)
         return cls(_made(r))
 
     # ---- who takes part ------------------------------------------------------

@@ -4,7 +4,7 @@ give them."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 __all__ = ["DType", "dtype", "DTypeLike"]
 
@@ -94,6 +94,26 @@ def dtype(x: DTypeLike) -> DType:
         return x
     if isinstance(x, bool):
         raise TypeError("a dtype, not a bool")
+    try:
+        return _KNOWN[(type(x), x)]
+    except (KeyError, TypeError):  # not seen yet, or not hashable
+        pass
+    d = _dtype(x)
+    try:
+        if len(_KNOWN) < 4096:
+            _KNOWN[(type(x), x)] = d
+    except TypeError:
+        pass
+    return d
+
+
+# (type, value) -> DType of the values dtype() resolved (a state dict
+# names the same few dtypes thousands of times). The type is part of the
+# key: 1 == 1.0 == True, but only the int names a dtype.
+_KNOWN: Dict[Tuple[type, Any], DType] = {}
+
+
+def _dtype(x: Any) -> DType:
     if isinstance(x, int):
         try:
             return DType(x)

@@ -4,6 +4,7 @@ its buffers."""
 from __future__ import annotations
 
 import enum
+import math
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
@@ -13,8 +14,8 @@ from .context import Context, _Handle
 from .dtypes import DType, DTypeLike, dtype as to_dtype
 from .errors import Status
 from ._needs import BufferNeed, Needs, Region
-from .mesh import (DeviceMesh, has_strided, is_dtensor, placement,
-                   placement_codes, strided_orders_agree, STRIDED_ORDERS)
+from .mesh import (DeviceMesh, Pieces, StridedShard, _orders_agree,
+                   is_dtensor, placement, placement_codes, STRIDED_ORDERS)
 
 __all__ = ["Layout", "TensorInfo", "ScaleRule"]
 
@@ -53,6 +54,19 @@ class TensorInfo(NamedTuple):
         for s in self.shape:
             n *= s
         return n
+
+
+def _placements(ps: Sequence[Any],
+                by_value: Dict[Any, Tuple[Any, ...]]) -> Tuple[Any, ...]:
+    """Placements of this module for ``ps``, through ``by_value`` (equal
+    placement lists convert once)."""
+    try:
+        got = by_value.get(ps)
+    except TypeError:  # not hashable
+        return tuple(placement(p) for p in ps)
+    if got is None:
+        got = by_value[ps] = tuple(placement(p) for p in ps)
+    return got
 
 
 class Layout(_Handle):
@@ -104,8 +118,7 @@ class Layout(_Handle):
             raise N.fail(Status.BAD_SHAPE, "tensor '%s': a shape has 1 to "
                          "16 dimensions, not 0" % name)
         r = N.result()
-        with N.vectors(shp) as v:
-            C.rsw_layout_add_tensor(r, self._h(), name, int(dt), v[0])
+        C.rsw_layout_add_tensor(r, self._h(), name, int(dt), shp)
         self._check(r)
         self._tensors[name] = TensorInfo(name, dt, tuple(shp))
         return self
@@ -123,13 +136,11 @@ class Layout(_Handle):
         dense = local_shape if local_shape is not None else \
             (None if strides else extent)
         if dense is not None:
-            if any(e <= 0 for e in dense):
+            if min(dense, default=0) <= 0:
                 return
-            span = 1
-            for e in dense:
-                span *= e
+            span = math.prod(dense)
         else:
-            if any(e <= 0 for e in extent):
+            if min(extent, default=0) <= 0:
                 return
             span = 1 + sum((e - 1) * s for e, s in zip(extent, strides or ()))
         region = Region(name, info.dtype, byte_offset,
@@ -162,9 +173,9 @@ class Layout(_Handle):
                  extent: Sequence[int], buffer: int, byte_offset: int,
                  strides: Sequence[int]) -> None:
         r = N.result()
-        with N.vectors(list(offset), list(extent), list(strides)) as v:
-            C.rsw_layout_add_shard(r, self._h(), name, rank, v[0], v[1],
-                                   buffer, byte_offset, v[2])
+        C.rsw_layout_add_shard(r, self._h(), name, rank, list(offset),
+                               list(extent), buffer, byte_offset,
+                               list(strides))
         self._check(r)
 
     def add_dtensor(self, name: str,
@@ -202,14 +213,24 @@ class Layout(_Handle):
             if mesh_shape is None:
                 raise TypeError("add_dtensor needs mesh= or mesh_shape")
             m = DeviceMesh(mesh_shape, mesh_ranks)
-        places = [placement(p) for p in placements]
+        places = tuple(placement(p) for p in placements)
         buf_i = N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
         boff = N.int64(byte_offset, "byte_offset")
         if strided is not None and strided not in STRIDED_ORDERS:
             raise N.fail(Status.INVALID_ARGUMENT, "add_dtensor: strided=%r "
                          "is one of %s" % (strided, ", ".join(STRIDED_ORDERS)))
-        if only_rank is None and not has_strided(places):
-            return self._add_dtensor_all(name, m, places, buf_i, boff)
+        only = None if only_rank is None else N.as_int(only_rank,
+                                                       "only_rank")
+        return self._place(name, m, places, buf_i, boff, only, strided)
+
+    def _place(self, name: str, m: DeviceMesh, places: Tuple[Any, ...],
+               buffer: int, byte_offset: int, only_rank: Optional[int],
+               strided: Optional[str]) -> "Layout":
+        """add_dtensor on checked arguments (placements of this module)."""
+        is_strided = any(type(p) is StridedShard for p in places)
+        if only_rank is None and not is_strided:
+            return self._add_dtensor_all(name, m, places, buffer,
+                                         byte_offset)
         info = self._tensors.get(name)
         if info is None:
             raise N.fail(Status.UNKNOWN_TENSOR, "add_dtensor: no tensor "
@@ -218,23 +239,21 @@ class Layout(_Handle):
         if len(places) != m.ndim:
             raise N.fail(Status.INVALID_ARGUMENT, "add_dtensor('%s'): one "
                          "placement per mesh axis is needed: mesh %r, "
-                         "placements %r" % (name, m.shape, places))
+                         "placements %r" % (name, m.shape, list(places)))
         order = strided or "distribute"
-        if has_strided(places) and strided is None and \
-                not strided_orders_agree(info.shape, m.shape, places):
+        if is_strided and strided is None and \
+                not _orders_agree(info.shape, m.shape, places):
             raise N.fail(Status.INVALID_ARGUMENT, "add_dtensor('%s'): shape "
                          "%s with placements %r is uneven along a strided "
                          "dimension, where distribute_tensor and FSDP2 keep "
                          "different elements; say which made it: "
                          "strided='fsdp2' or strided='distribute'" % (
-                             name, list(info.shape), places))
-        ranks = m.ranks if only_rank is None else \
-            [N.as_int(only_rank, "only_rank")]
+                             name, list(info.shape), list(places)))
+        ranks = m.ranks if only_rank is None else (only_rank,)
         for rank in ranks:
-            got = m.local_boxes(info.shape, places, rank, order)
-            if got is None:
-                continue
-            self._add_local(name, info, rank, got[0], got[1], buf_i, boff)
+            got = m._pieces(info.shape, places, rank, order)
+            if got is not None:
+                self._add_local(name, info, rank, got, buffer, byte_offset)
         return self
 
     def _add_dtensor_all(self, name: str, m: DeviceMesh, places: List[Any],
@@ -242,36 +261,31 @@ class Layout(_Handle):
         """Plain placements on every rank: the C library places them."""
         codes = placement_codes(places)
         r = N.result()
-        with N.vectors(list(m.shape), list(m.ranks), codes) as v:
-            C.rsw_layout_add_dtensor(r, self._h(), name, v[0], v[1], v[2],
-                                     buffer, byte_offset)
+        C.rsw_layout_add_dtensor(r, self._h(), name, m.shape, m.ranks, codes,
+                                 buffer, byte_offset)
         self._check(r)
         info = self._tensors.get(name)
         if info is not None:
+            places_t = tuple(places)
             for rank in m.ranks:
-                shape = m.local_shape(info.shape, places, rank)
+                shape = m._pieces(info.shape, places_t, rank).shape
                 self._need(name, rank, buffer, byte_offset, shape, None)
         return self
 
     def _add_local(self, name: str, info: TensorInfo, rank: int,
-                   local_shape: Sequence[int], boxes: Sequence[Any],
-                   buffer: int, byte_offset: int) -> None:
-        """The boxes of one rank's dense local tensor of ``local_shape``
-        at ``byte_offset`` of its buffer."""
-        if not boxes:
+                   pieces: Pieces, buffer: int, byte_offset: int) -> None:
+        """The boxes of one rank's dense local tensor (``pieces``) at
+        ``byte_offset`` of its buffer."""
+        if not pieces.boxes:
             return
         rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
-        strides = [1] * len(local_shape)
-        for d in range(len(local_shape) - 2, -1, -1):
-            strides[d] = strides[d + 1] * local_shape[d + 1]
-        dense = len(boxes) == 1
-        for b in boxes:
-            at = sum(p * s for p, s in zip(b.local, strides))
-            self._add_box(name, rank_i, b.offset, b.extent, buffer,
-                          byte_offset + at * info.dtype.itemsize,
-                          [] if dense else strides)
-        self._need(name, rank_i, buffer, byte_offset, local_shape, None,
-                   local_shape)
+        strides = [] if len(pieces.boxes) == 1 else pieces.strides
+        size = info.dtype.itemsize
+        for offset, extent, at in pieces.boxes:
+            self._add_box(name, rank_i, offset, extent, buffer,
+                          byte_offset + at * size, strides)
+        self._need(name, rank_i, buffer, byte_offset, pieces.shape, None,
+                   pieces.shape)
 
     # ---- a whole state dict --------------------------------------------------
 
@@ -296,27 +310,50 @@ class Layout(_Handle):
         :meth:`add_dtensor` (FSDP2 state dicts: ``"fsdp2"``)."""
         rank_i = None if rank is None else N.int32(rank, "rank",
                                                    Status.UNKNOWN_RANK)
+        if strided is not None and strided not in STRIDED_ORDERS:
+            raise N.fail(Status.INVALID_ARGUMENT, "add_state_dict: strided="
+                         "%r is one of %s" % (strided,
+                                              ", ".join(STRIDED_ORDERS)))
         dtypes = dtypes or {}
+        # A state dict shares a few meshes and placement lists among all
+        # its tensors: each is converted once per call (keyed by identity;
+        # the dict keeps them alive meanwhile).
+        meshes: Dict[int, DeviceMesh] = {}
+        placed: Dict[int, Tuple[Any, ...]] = {}
+        by_value: Dict[Any, Tuple[Any, ...]] = {}
         for i, (name, value) in enumerate(state_dict.items()):
             buf = first_buffer + i
-            dt = to_dtype(dtypes.get(name, getattr(value, "dtype", None)))
-            shape = tuple(int(s) for s in value.shape)
+            dt = dtypes.get(name)
+            dt = to_dtype(dt if dt is not None else
+                          getattr(value, "dtype", None))
+            shape = tuple(map(int, value.shape))
             known = self._tensors.get(name)
             if known is None:
                 self.add_tensor(name, dt, shape)
-            elif known != TensorInfo(name, dt, shape):
+            elif known.dtype != dt or known.shape != shape:
                 raise N.fail(Status.DUPLICATE_NAME, "add_state_dict: '%s' is "
                              "already declared as %s %s, not %s %s" % (
                                  name, known.dtype.short_name,
                                  list(known.shape), dt.short_name,
                                  list(shape)))
+            names = self._buffer_names
             if is_dtensor(value):
-                mesh = DeviceMesh.of(value.device_mesh)
-                self.add_dtensor(name, mesh=mesh, placements=value.placements,
-                                 buffer=buf, only_rank=rank_i,
-                                 strided=strided)
-                ranks = mesh.ranks if rank_i is None else \
-                    [rank_i] if rank_i in mesh else []
+                dm = value.device_mesh
+                mesh = meshes.get(id(dm))
+                if mesh is None:
+                    mesh = meshes[id(dm)] = DeviceMesh.of(dm)
+                ps = value.placements
+                places = placed.get(id(ps))
+                if places is None:
+                    places = placed[id(ps)] = _placements(ps, by_value)
+                if rank_i is None:
+                    self._place(name, mesh, places, buf, 0, None, strided)
+                    for r in mesh.ranks:
+                        names.setdefault(r, {})[name] = buf
+                else:
+                    self._place(name, mesh, places, buf, 0, rank_i, strided)
+                    if rank_i in mesh:
+                        names.setdefault(rank_i, {})[name] = buf
             else:
                 if rank_i is None:
                     raise N.fail(Status.INVALID_ARGUMENT, "add_state_dict: "
@@ -324,9 +361,7 @@ class Layout(_Handle):
                                  "rank of this process: give rank=" % (
                                      name, type(value).__name__))
                 self.add_shard(name, rank_i, [0] * len(shape), shape, buf)
-                ranks = [rank_i]
-            for r in ranks:
-                self._buffer_names.setdefault(r, {})[name] = buf
+                names.setdefault(rank_i, {})[name] = buf
         return self
 
     def name_buffer(self, rank: int, name: str, buffer: int) -> "Layout":

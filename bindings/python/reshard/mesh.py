@@ -310,10 +310,24 @@ def dtensor_local_boxes(shape: Sequence[int], mesh_shape: Sequence[int],
     several, each a box of the global tensor at a position of the dense
     local tensor. No boxes when the shard is empty. ``strided``: as for
     :func:`dtensor_local_runs`."""
-    runs = dtensor_local_runs(shape, mesh_shape, placements, coord, strided)
+    local_shape, boxes = _local_boxes(
+        tuple(N.int_list(shape, "shape")),
+        tuple(N.int_list(mesh_shape, "mesh_shape")),
+        tuple(placement(p) for p in placements),
+        tuple(N.int_list(coord, "coord")), strided)
+    return local_shape, list(boxes)
+
+
+@functools.lru_cache(maxsize=65536)
+def _local_boxes(shape_l: Tuple[int, ...], mesh_l: Tuple[int, ...],
+                 places: Tuple[Placement, ...], coord_l: Tuple[int, ...],
+                 strided: str
+                 ) -> Tuple[Tuple[int, ...], Tuple[LocalBox, ...]]:
+    """dtensor_local_boxes on normalized arguments (cached)."""
+    runs = _local_runs(shape_l, mesh_l, places, coord_l, strided)
     local_shape = tuple(_length(r) for r in runs)
     if any(n == 0 for n in local_shape):
-        return local_shape, []
+        return local_shape, ()
     per_dim = []
     for r in runs:
         pos, items = 0, []
@@ -321,10 +335,36 @@ def dtensor_local_boxes(shape: Sequence[int], mesh_shape: Sequence[int],
             items.append((start, n, pos))
             pos += n
         per_dim.append(items)
-    boxes = [LocalBox(tuple(x[0] for x in combo), tuple(x[1] for x in combo),
-                      tuple(x[2] for x in combo))
-             for combo in itertools.product(*per_dim)]
-    return local_shape, boxes
+    return local_shape, tuple(
+        LocalBox(tuple(x[0] for x in combo), tuple(x[1] for x in combo),
+                 tuple(x[2] for x in combo))
+        for combo in itertools.product(*per_dim))
+
+
+class Pieces(NamedTuple):
+    """A coordinate's dense local tensor: its ``shape``, its row-major
+    element ``strides``, and each box of the global tensor it holds as
+    (offset, extent, element position in the local tensor)."""
+
+    shape: Tuple[int, ...]
+    strides: List[int]
+    boxes: Tuple[Tuple[List[int], List[int], int], ...]
+
+
+@functools.lru_cache(maxsize=65536)
+def _local_pieces(shape_l: Tuple[int, ...], mesh_l: Tuple[int, ...],
+                  places: Tuple[Placement, ...], coord_l: Tuple[int, ...],
+                  strided: str) -> Pieces:
+    """_local_boxes in the form a layout adds them (cached: a state dict
+    repeats a few shapes over many tensors and ranks)."""
+    local_shape, boxes = _local_boxes(shape_l, mesh_l, places, coord_l,
+                                      strided)
+    strides = [1] * len(local_shape)
+    for d in range(len(local_shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * local_shape[d + 1]
+    return Pieces(local_shape, strides, tuple(
+        (list(b.offset), list(b.extent),
+         sum(p * s for p, s in zip(b.local, strides))) for b in boxes))
 
 
 def dtensor_local_box(shape: Sequence[int], mesh_shape: Sequence[int],
@@ -351,11 +391,12 @@ def dtensor_local_box(shape: Sequence[int], mesh_shape: Sequence[int],
     place_l = placement_codes(placements)
     coord_l = N.int_list(coord, "coord")
     r = N.result()
-    with N.vectors(shape_l, mesh_l, place_l, coord_l, [], []) as v:
-        C.rsw_dtensor_local_box(r, v[0], v[1], v[2], v[3], v[4], v[5])
+    with N.vectors([], []) as (off, ext):
+        C.rsw_dtensor_local_box(r, shape_l, mesh_l, place_l, coord_l, off,
+                                ext)
         if r.status:
             N.raise_for(r)
-        return tuple(N.read_vector(v[4])), tuple(N.read_vector(v[5]))
+        return tuple(N.read_vector(off)), tuple(N.read_vector(ext))
 
 
 class DeviceMesh:
@@ -458,6 +499,16 @@ class DeviceMesh:
         if c is None:
             return None
         return dtensor_local_boxes(shape, self.shape, placements, c, strided)
+
+    def _pieces(self, shape: Tuple[int, ...], places: Tuple[Placement, ...],
+                rank: int, strided: str = "distribute") -> Optional[Pieces]:
+        """What ``rank`` holds (:func:`_local_pieces`), for a shape of ints
+        and placements already of this module: no conversions, cached.
+        None when the rank is not in the mesh."""
+        c = self._coord.get(rank)
+        if c is None:
+            return None
+        return _local_pieces(shape, self.shape, places, c, strided)
 
     def local_shape(self, shape: Sequence[int], placements: Sequence[Any],
                     rank: int) -> Optional[Tuple[int, ...]]:

@@ -56,6 +56,19 @@ def _side(side: Union[Side, int, str]) -> Side:
                      "not %r" % (side,)) from None
 
 
+class _BindSite:
+    """Which bind a message is about, formatted only when one is."""
+
+    __slots__ = ("side", "rank", "buffer")
+
+    def __init__(self, side: Side, rank: int, buffer: int) -> None:
+        self.side, self.rank, self.buffer = side, rank, buffer
+
+    def __str__(self) -> str:
+        return "Plan.bind: %s buffer %d of rank %d" % (
+            self.side.name.lower(), self.buffer, self.rank)
+
+
 def _stream(stream: Any) -> int:
     """A CUDA stream as an address: None (0, the legacy default stream, or
     no queue on host contexts), an int, a torch.cuda.Stream
@@ -240,16 +253,19 @@ class Plan(_Handle):
         ``check_dtype=False``. numpy has no bfloat16: a uint16 array
         carries bf16 bits (ml_dtypes.bfloat16 is checked as bf16). A torch tensor that requires grad is bound
         through ``detach()`` (the same memory)."""
-        s = _side(side)
-        rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
-        buf_i = N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER)
+        self._bind(_side(side), N.int32(rank, "rank", Status.UNKNOWN_RANK),
+                   N.int32(buffer, "buffer", Status.UNKNOWN_BUFFER), memory,
+                   check_dtype)
+
+    def _bind(self, s: Side, rank_i: int, buf_i: int, memory: Any,
+              check_dtype: bool = True) -> None:
+        """bind() on checked arguments."""
         h = self._h()
-        what = "Plan.bind: %s buffer %d of rank %d" % (s.name.lower(), buf_i,
-                                                        rank_i)
+        what = _BindSite(s, rank_i, buf_i)
         b = export(memory, s == Side.DST, what)
+        need = self._needs[s].get((rank_i, buf_i))
         try:
-            check_binding(self._needs[s].get((rank_i, buf_i)), b, what,
-                          check_dtype)
+            check_binding(need, b, what, check_dtype)
             r = N.result()
             C.rsw_plan_bind(r, h, int(s), rank_i, buf_i, b.address, b.nbytes,
                             b.memory, b.device)
@@ -263,7 +279,6 @@ class Plan(_Handle):
                 old = self._bound.pop(key, None)
                 if old is not None:
                     old.release()
-                need = self._needs[s].get((rank_i, buf_i))
                 if need is not None and need.regions:
                     raise N.fail(r.status, "%s: %s (it holds %s)" % (
                         what, N.python_message(r.message or ""),
@@ -301,7 +316,7 @@ class Plan(_Handle):
         for name, obj in state_dict.items():
             buf = names.get(name)
             if buf is not None:
-                self.bind(s, rank_i, buf, obj)
+                self._bind(s, rank_i, buf, obj)
 
     def bound(self, side: Union[Side, int, str], rank: int,
               buffer: int = 0) -> Any:
