@@ -75,3 +75,36 @@ def test_dtensor_boxes_beyond_2_53():
     chunk = -(-(2 ** 60 + 3) // 4)
     assert off == (3 * chunk,)
     assert ext == (2 ** 60 + 3 - 3 * chunk,)
+
+
+def test_swig_takes_lists_of_ints_exactly():
+    """The extension copies a list or tuple where C wants rsw_ints: every
+    element an int fitting int64, or a TypeError/OverflowError naming it
+    (nothing truncated, no bool taken as an int)."""
+    C = reshard._native.C
+    r = reshard._native.result()
+    with reshard.Context.local(1) as c:
+        lay = c.layout()
+        h = lay._h()
+        C.rsw_layout_add_tensor(r, h, "t", int(reshard.DType.U8),
+                                (2 ** 63 - 1,))
+        assert r.status == 0
+        C.rsw_layout_add_shard(r, h, "t", 0, [2 ** 63 - 2], [1], 0, 0, [])
+        assert r.status == 0
+        for bad, exc in (([2 ** 63], OverflowError), ([-2 ** 63 - 1],
+                         OverflowError), ([1.0], TypeError),
+                         ([True], TypeError), (["1"], TypeError)):
+            with pytest.raises(exc, match="element 0"):
+                C.rsw_layout_add_shard(r, h, "t", 0, bad, [1], 0, 0, [])
+        with pytest.raises(TypeError):
+            C.rsw_layout_add_shard(r, h, "t", 0, 5, [1], 0, 0, [])
+        assert lay.num_shards == 1
+        lay.close()
+
+
+def test_buffer_address_is_the_memory():
+    import numpy as np
+    a = np.zeros(8, np.float32)
+    C = reshard._native.C
+    assert C.rsw_py_buffer_address(memoryview(a)) == a.ctypes.data
+    assert C.rsw_py_buffer_address(object()) == 0
