@@ -115,9 +115,16 @@ static rs_status open_all(const rs_context *ctx, uint64_t seq, int to,
   return st;
 }
 
-/* A transport failure or timeout leaves the control channel unusable. */
+/* A transport failure or timeout leaves the control channel unusable.
+ * After an abort (rs_context_abort, which ends the transport's wait) the
+ * peers are told too: those waiting in this collective, or coming to it,
+ * fail at once instead of at their timeout. */
 static rs_status exchanged(rs_context *ctx, rs_status st) {
-  if (st == RS_ERR_TIMEOUT || st == RS_ERR_TRANSPORT) rsi_context_fail(ctx);
+  if (st != RS_ERR_TIMEOUT && st != RS_ERR_TRANSPORT) return st;
+  if (atomic_load_explicit(&ctx->aborted, memory_order_acquire))
+    rsi_context_give_up(ctx, st);
+  else
+    rsi_context_fail(ctx);
   return st;
 }
 
@@ -126,7 +133,9 @@ static rs_status usable_channel(rs_context *ctx, rsi_err *err) {
   if (ctx->rank == RS_ALL_RANKS || !tp || !tp->control)
     return RSI_FAIL(err, RS_ERR_INTERNAL,
                     "a collective on a context without a control channel");
-  return rsi_context_usable(ctx);
+  rs_status st = rsi_context_usable(ctx); /* says why in ctx->err */
+  if (st != RS_OK && err != ctx->err) *err = *ctx->err;
+  return st;
 }
 
 rs_status rsi_coll_allgatherv(rs_context *ctx, const void *mine, size_t bytes,

@@ -75,6 +75,7 @@ rs_status rsi_context_assemble(rs_transport_kind kind,
     tp->ops->destroy(tp);
     return st;
   }
+  tp->aborted = &ctx->aborted;
   for (int r = 0; r < world; r++)
     ctx->domain_of[r] = domain_block ? r / domain_block
                         : host_of    ? host_of[r]

@@ -31,6 +31,7 @@
 #ifndef RS_CORE_TRANSPORT_H
 #define RS_CORE_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -169,15 +170,26 @@ struct rsi_transport {
    * transport beside the caller's own calls to its engine, as a sentence
    * in static storage; NULL: it may. */
   const char *no_progress_thread;
+  /* The context's abort flag (rs_context_abort, from any thread), set by
+   * the core when the transport joins its context; NULL before (while the
+   * context is created nobody holds it to abort). A control collective
+   * that waits on peers polls it and gives up at once, as after a timeout
+   * (RS_ERR_TRANSPORT; what it posted stays posted): rsi_transport_aborted. */
+  const atomic_bool *aborted;
 };
+
+/* Whether the context of t was aborted. */
+static inline bool rsi_transport_aborted(const rsi_transport *t) {
+  return t->aborted && atomic_load_explicit(t->aborted, memory_order_acquire);
+}
 
 /* What a transport module exports. A module `name` is a shared object
  * libreshard-<name>.so.<major> exporting `const rsi_module rsi_module_<name>`;
  * transport/module.c finds and loads it (see there for where it looks). */
 /* 5: rsi_transport_ops grew send_direct and recv_direct; 6:
  * rsi_control_ops grew alltoallv; 7: rsi_transport grew
- * no_progress_thread. */
-#define RSI_MODULE_ABI 7u
+ * no_progress_thread; 8: rsi_transport grew aborted. */
+#define RSI_MODULE_ABI 8u
 
 /* What a transport is created on: a versioned struct, so that fields can
  * be added at its end without a new module ABI. The caller fills `size`

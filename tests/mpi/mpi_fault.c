@@ -8,6 +8,8 @@
  *                                          messages large enough to go by
  *                                          rendezvous
  *   mpirun -np N mpi_fault allgather_late  one rank calls allgather late
+ *   mpirun -np N mpi_fault allgather_aborted  rank 0 aborts its context
+ *                                          while its allgather waits
  *
  * Each mode is its own ctest entry, so that a hang or a crash in one does
  * not take the others with it. Every rank must get a clear error in
@@ -17,6 +19,8 @@
 
 #include "th_value.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +352,89 @@ done:
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- an abort while rs_layout_allgather waits --------------------------- */
+
+typedef struct abort_later {
+  rs_context *ctx;
+  int after_ms;
+} abort_later;
+
+static void *abort_after(void *arg) {
+  const abort_later *a = arg;
+  h_sleep_ms(a->after_ms);
+  rs_context_abort(a->ctx);
+  return NULL;
+}
+
+/* Rank 0 calls rs_layout_allgather while the others come 4 s late, and
+ * aborts its context from another thread 0.3 s in (timeout 20 s). The
+ * abort must end rank 0's wait at once (within 2 s: neither when the
+ * others come nor at the timeout) with RS_ERR_TRANSPORT saying so; the
+ * others, told by rank 0, must fail at once when they come; no layout may
+ * change; rank 0's context is done. */
+static void case_allgather_aborted(hcase *c) {
+  rs_context *ctx = NULL;
+  rs_layout *l = NULL;
+  int64_t shape[2] = {h_np, 4};
+  if (h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL,
+           "rs_context_create_mpi") &&
+      h_ok(c, rs_layout_create(ctx, &l), ctx, "layout") &&
+      h_ok(c, rs_layout_add_tensor(l, "t", RS_DTYPE_F32, 2, shape), ctx,
+           "tensor") &&
+      h_ok(c, rs_layout_add_shard(l, "t", h_rank, (int64_t[]){h_rank, 0},
+                                  (int64_t[]){1, 4}, 0, 0, NULL),
+           ctx, "shard")) {
+  }
+  if (!h_all_ok(c)) goto done;
+  rs_status st;
+  double dt;
+  if (h_rank == 0) {
+    abort_later a = {ctx, 300};
+    pthread_t th;
+    bool started = pthread_create(&th, NULL, abort_after, &a) == 0;
+    EXPECT(c, started, "pthread_create failed");
+    double t0 = h_now();
+    st = rs_layout_allgather(l);
+    dt = h_now() - t0;
+    if (started) pthread_join(th, NULL);
+    const char *msg = rs_context_last_error(ctx);
+    EXPECT(c, st == RS_ERR_TRANSPORT,
+           "the aborted allgather: %s, want RS_ERR_TRANSPORT: %s",
+           rs_status_name(st), msg);
+    EXPECT(c, strstr(msg, "rs_context_abort") != NULL,
+           "the aborted allgather's message does not say it was aborted: %s",
+           msg);
+    EXPECT(c, dt < 2.0,
+           "the aborted allgather returned %.2f s after it began (abort at "
+           "0.3 s, timeout 20 s)",
+           dt);
+    st = rs_layout_allgather(l);
+    EXPECT(c, st == RS_ERR_TRANSPORT,
+           "an allgather after the abort: %s, want RS_ERR_TRANSPORT",
+           rs_status_name(st));
+  } else {
+    h_sleep_ms(4000);
+    double t0 = h_now();
+    st = rs_layout_allgather(l);
+    dt = h_now() - t0;
+    EXPECT(c, st == RS_ERR_TRANSPORT,
+           "an allgather with rank 0 aborted: %s, want RS_ERR_TRANSPORT: %s",
+           rs_status_name(st), rs_context_last_error(ctx));
+    EXPECT(c, dt < 2.0,
+           "an allgather with rank 0 aborted took %.2f s (timeout 20 s)", dt);
+  }
+  int64_t ns = -1;
+  rs_layout_num_shards(l, &ns);
+  EXPECT(c, ns == 1, "a failed allgather changed the layout (%lld shards)",
+         (long long)ns);
+done:
+  rs_layout_destroy(l);
+  rs_context_destroy(ctx);
+  MPI_Barrier(MPI_COMM_WORLD);
+  h_sleep_ms(200);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv) {
   h_init(&argc, &argv);
   const char *mode = argc > 1 ? argv[1] : "";
@@ -375,11 +462,13 @@ int main(int argc, char **argv) {
     h_run_case(&(hcase_def){"timeout.late_large_execute", case_timeout});
   } else if (!strcmp(mode, "allgather_late")) {
     h_run_case(&(hcase_def){"allgather.late_rank", case_allgather_late});
+  } else if (!strcmp(mode, "allgather_aborted")) {
+    h_run_case(&(hcase_def){"allgather.aborted", case_allgather_aborted});
   } else {
     if (h_rank == 0)
       fprintf(stderr,
               "usage: %s mismatch|timeout|timeout_agreed|execute_late|"
-              "allgather_late\n",
+              "allgather_late|allgather_aborted\n",
               argv[0]);
     MPI_Finalize();
     return 2;

@@ -650,8 +650,9 @@ static void mpi_abandon(rsi_transport *t) {
 }
 
 /* Wait for one request of a collective, polling, up to the timeout. A
- * notice (a peer gave up, and will not take part) ends the wait at once,
- * as a timeout would: the collective stays posted. */
+ * notice (a peer gave up, and will not take part) or an abort of the
+ * context ends the wait at once, as a timeout would: the collective stays
+ * posted. */
 static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
                           int64_t timeout_ms, const char *what, rsi_err *err) {
   int64_t deadline = rsi_now_ms() + timeout_ms;
@@ -666,6 +667,11 @@ static rs_status wait_one(mpi_transport *mt, MPI_Request *req,
                       "came) while %s waited for it; the context is done",
                       mt->rank, mt->notice_from, what);
     }
+    if (rsi_transport_aborted(&mt->base))
+      return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                      "rank %d: %s was given up: the context was aborted "
+                      "(rs_context_abort); the context is done",
+                      mt->rank, what);
     if (rsi_now_ms() >= deadline)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "rank %d: %s did not complete within %lld ms: some rank "

@@ -38,8 +38,8 @@ rs_status nccl_control_open(nccl_transport *nt, rsi_err *err) {
     return nccl_fail_nccl(err, r, l->comm, "ncclCommSplit (control)");
   /* On a non-blocking parent the new communicator exists only once the
    * parent finished the split. */
-  RSI_TRY(nccl_settle(l->comm, 60000, "ncclCommSplit (control)", err));
-  return nccl_settle(c->comm, 60000, "ncclCommSplit (control)", err);
+  RSI_TRY(nccl_settle(l->comm, NULL, 60000, "ncclCommSplit (control)", err));
+  return nccl_settle(c->comm, NULL, 60000, "ncclCommSplit (control)", err);
 }
 
 static void free_buffers(nccl_control *c) {
@@ -56,7 +56,7 @@ void nccl_control_close(nccl_transport *nt) {
     ncclResult_t r = ncclCommFinalize(c->comm);
     rsi_err ignored;
     if ((r == ncclSuccess || r == ncclInProgress) &&
-        nccl_settle(c->comm, 5000, "ncclCommFinalize", &ignored) == RS_OK)
+        nccl_settle(c->comm, NULL, 5000, "ncclCommFinalize", &ignored) == RS_OK)
       r = ncclCommDestroy(c->comm);
     else
       r = ncclInternalError;
@@ -263,6 +263,12 @@ static rs_status drain(nccl_transport *nt, int64_t timeout_ms, rsi_err *err) {
     bool done = false;
     RSI_TRY(advance(nt, &done, err));
     if (done) return RS_OK;
+    if (rsi_transport_aborted(&nt->base))
+      return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                      "rank %d: control records posted before a collective "
+                      "were given up: the context was aborted "
+                      "(rs_context_abort)",
+                      nt->rank);
     if (rsi_now_ms() - since >= timeout_ms)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "rank %d: control records posted before a collective "
@@ -315,7 +321,7 @@ static rs_status run_collective(nccl_transport *nt, const void *in,
     if (r != ncclSuccess && r != ncclInProgress)
       st = nccl_fail_nccl(err, r, c->comm, what);
   }
-  if (st == RS_OK) st = nccl_settle(c->comm, timeout_ms, what, err);
+  if (st == RS_OK) st = nccl_settle(c->comm, &nt->base, timeout_ms, what, err);
   if (st == RS_OK) {
     e = out_bytes ? cudaMemcpyAsync(host + out_at, dev + out_at, out_bytes,
                                     cudaMemcpyDeviceToHost, c->stream)
@@ -332,6 +338,11 @@ static rs_status run_collective(nccl_transport *nt, const void *in,
       st = nccl_fail_cuda(err, e, "the control collective (cudaEventQuery)");
     else if (r != ncclSuccess && r != ncclInProgress)
       st = nccl_fail_nccl(err, r, c->comm, what);
+    else if (rsi_transport_aborted(&nt->base))
+      st = RSI_FAIL(err, RS_ERR_TRANSPORT,
+                    "rank %d: %s was given up: the context was aborted "
+                    "(rs_context_abort)",
+                    nt->rank, what);
     else if (rsi_now_ms() - since >= timeout_ms)
       st = RSI_FAIL(err, RS_ERR_TIMEOUT,
                     "rank %d: %s over %d ranks did not complete within "

@@ -39,13 +39,18 @@ ncclResult_t nccl_state(ncclComm_t comm) {
   return r != ncclSuccess ? r : async;
 }
 
-rs_status nccl_settle(ncclComm_t comm, int64_t timeout_ms, const char *what,
-                      rsi_err *err) {
+rs_status nccl_settle(ncclComm_t comm, const rsi_transport *t,
+                      int64_t timeout_ms, const char *what, rsi_err *err) {
   int64_t since = rsi_now_ms();
   for (;;) {
     ncclResult_t r = nccl_state(comm);
     if (r == ncclSuccess) return RS_OK;
     if (r != ncclInProgress) return nccl_fail_nccl(err, r, comm, what);
+    if (t && rsi_transport_aborted(t))
+      return RSI_FAIL(err, RS_ERR_TRANSPORT,
+                      "%s was given up: the context was aborted "
+                      "(rs_context_abort)",
+                      what);
     if (rsi_now_ms() - since >= timeout_ms)
       return RSI_FAIL(err, RS_ERR_TIMEOUT,
                       "%s: not every rank took part within %lld ms", what,
@@ -242,7 +247,8 @@ static void lane_close(nccl_transport *nt, nccl_lane *l) {
     ncclResult_t r = ncclCommFinalize(l->comm);
     if (r == ncclSuccess || r == ncclInProgress) {
       rsi_err ignored;
-      if (nccl_settle(l->comm, 5000, "ncclCommFinalize", &ignored) == RS_OK)
+      if (nccl_settle(l->comm, NULL, 5000, "ncclCommFinalize", &ignored) ==
+          RS_OK)
         r = ncclCommDestroy(l->comm);
       else
         r = ncclInternalError;
@@ -394,7 +400,7 @@ static rs_status create_in_process(const rsi_module_args *a,
   if (!keys) return RSI_NOMEM(err);
   rs_status st = RS_OK;
   for (int i = 0; i < a->ndevices && st == RS_OK; i++) {
-    st = nccl_settle(nt->lanes[i].comm, CREATE_TIMEOUT_MS,
+    st = nccl_settle(nt->lanes[i].comm, NULL, CREATE_TIMEOUT_MS,
                      "ncclCommInitRankConfig", err);
     keys[i] = nccl_domain_key(a->devices[i]);
   }
@@ -457,7 +463,7 @@ static rs_status create_from_id(const rsi_module_args *a, nccl_transport **out,
       ncclCommInitRankConfig(&nt->lanes[0].comm, a->world, id, a->rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress)
     return nccl_fail_nccl(err, r, NULL, "ncclCommInitRankConfig");
-  RSI_TRY(nccl_settle(nt->lanes[0].comm, CREATE_TIMEOUT_MS,
+  RSI_TRY(nccl_settle(nt->lanes[0].comm, NULL, CREATE_TIMEOUT_MS,
                       "ncclCommInitRankConfig", err));
   return finish_between(nt, host_of, err);
 }
@@ -487,9 +493,9 @@ static rs_status create_from_comm(const rsi_module_args *a,
     return nccl_fail_nccl(err, r, user, "ncclCommSplit");
   /* A blocking parent returns once the split is made; a non-blocking one
    * may still be working on it. */
-  RSI_TRY(nccl_settle(user, CREATE_TIMEOUT_MS, "ncclCommSplit", err));
-  RSI_TRY(nccl_settle(nt->lanes[0].comm, CREATE_TIMEOUT_MS, "ncclCommSplit",
-                      err));
+  RSI_TRY(nccl_settle(user, NULL, CREATE_TIMEOUT_MS, "ncclCommSplit", err));
+  RSI_TRY(nccl_settle(nt->lanes[0].comm, NULL, CREATE_TIMEOUT_MS,
+                      "ncclCommSplit", err));
   return finish_between(nt, host_of, err);
 }
 

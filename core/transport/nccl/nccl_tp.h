@@ -118,9 +118,11 @@ rs_status nccl_fail_nccl(rsi_err *err, ncclResult_t r, ncclComm_t comm,
  * while it works (non-blocking communicators); an error otherwise. */
 ncclResult_t nccl_state(ncclComm_t comm);
 /* Wait (polling) until `comm` is no longer in progress, at most
- * timeout_ms: RS_OK, RS_ERR_TIMEOUT or RS_ERR_TRANSPORT. */
-rs_status nccl_settle(ncclComm_t comm, int64_t timeout_ms, const char *what,
-                      rsi_err *err);
+ * timeout_ms: RS_OK, RS_ERR_TIMEOUT or RS_ERR_TRANSPORT. With a transport
+ * t (NULL: none, while creating or closing), an abort of its context ends
+ * the wait too (RS_ERR_TRANSPORT). */
+rs_status nccl_settle(ncclComm_t comm, const rsi_transport *t,
+                      int64_t timeout_ms, const char *what, rsi_err *err);
 
 /* control.c */
 extern const rsi_control_ops nccl_control_ops;
