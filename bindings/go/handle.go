@@ -31,6 +31,7 @@ type ctxState struct {
 // see that finalizers free each once).
 var live struct {
 	contexts, layouts, plans, buffers atomic.Int64
+	models, recipes                   atomic.Int64 // recipes.h, since 0.6
 }
 
 // newResult allocates the rsw_result of one call.

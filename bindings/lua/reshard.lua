@@ -1195,4 +1195,433 @@ Plan.__tostring = function(self)
     self:num_tensors())
 end
 
+---------------------------------------------------------------------------
+-- Recipes (reshard/recipes.h, since 0.6): the layouts of real frameworks
+---------------------------------------------------------------------------
+
+--- reshard.recipes: models from a Hugging Face config.json or the
+-- built-in catalog, and recipes that know how a Megatron-style trainer
+-- ("tp=2,pp=2": keys tp cp ep etp pp dp edp gpus fsdp vocab_pad) and a
+-- vLLM-style engine ("tp=4,dp=2": keys tp dp ep gpus vocab_pad) shard
+-- every parameter, with the engine's own buffer names (qkv_proj,
+-- gate_up_proj at byte offsets). Trainer ranks are 0 .. train world - 1,
+-- engine ranks follow them (colocated: from 0). Since 0.6.
+local recipes = {}
+M.recipes = recipes
+
+-- Sizes (get) and settings (get and set) of a recipe, by the names of
+-- rs_recipe_param without RS_RECIPE_.
+local RECIPE_PARAM = {
+  train_tp = C.RS_RECIPE_TRAIN_TP, train_cp = C.RS_RECIPE_TRAIN_CP,
+  train_ep = C.RS_RECIPE_TRAIN_EP, train_etp = C.RS_RECIPE_TRAIN_ETP,
+  train_pp = C.RS_RECIPE_TRAIN_PP, train_dp = C.RS_RECIPE_TRAIN_DP,
+  train_edp = C.RS_RECIPE_TRAIN_EDP, train_fsdp = C.RS_RECIPE_TRAIN_FSDP,
+  train_world = C.RS_RECIPE_TRAIN_WORLD, infer_tp = C.RS_RECIPE_INFER_TP,
+  infer_dp = C.RS_RECIPE_INFER_DP, infer_ep = C.RS_RECIPE_INFER_EP,
+  infer_world = C.RS_RECIPE_INFER_WORLD,
+  train_dtype = C.RS_RECIPE_TRAIN_DTYPE, infer_dtype = C.RS_RECIPE_INFER_DTYPE,
+  fp8_block_rows = C.RS_RECIPE_FP8_BLOCK_ROWS,
+  fp8_block_cols = C.RS_RECIPE_FP8_BLOCK_COLS,
+  fp8_scale_rule = C.RS_RECIPE_FP8_SCALE_RULE,
+  infer_first_rank = C.RS_RECIPE_INFER_FIRST_RANK,
+  train_vocab_pad = C.RS_RECIPE_TRAIN_VOCAB_PAD,
+  infer_vocab_pad = C.RS_RECIPE_INFER_VOCAB_PAD,
+}
+recipes.param = RECIPE_PARAM
+
+-- Facts of a model, by the names of rs_model_param without RS_MODEL_.
+local MODEL_PARAM = {
+  hidden_size = C.RS_MODEL_HIDDEN_SIZE, num_layers = C.RS_MODEL_NUM_LAYERS,
+  num_heads = C.RS_MODEL_NUM_HEADS, num_kv_heads = C.RS_MODEL_NUM_KV_HEADS,
+  head_dim = C.RS_MODEL_HEAD_DIM,
+  intermediate_size = C.RS_MODEL_INTERMEDIATE_SIZE,
+  moe_intermediate_size = C.RS_MODEL_MOE_INTERMEDIATE_SIZE,
+  num_experts = C.RS_MODEL_NUM_EXPERTS,
+  num_shared_experts = C.RS_MODEL_NUM_SHARED_EXPERTS,
+  first_moe_layer = C.RS_MODEL_FIRST_MOE_LAYER,
+  vocab_size = C.RS_MODEL_VOCAB_SIZE, qk_norm = C.RS_MODEL_QK_NORM,
+  mla = C.RS_MODEL_MLA, q_lora_rank = C.RS_MODEL_Q_LORA_RANK,
+  kv_lora_rank = C.RS_MODEL_KV_LORA_RANK,
+  qk_nope_head_dim = C.RS_MODEL_QK_NOPE_HEAD_DIM,
+  qk_rope_head_dim = C.RS_MODEL_QK_ROPE_HEAD_DIM,
+  v_head_dim = C.RS_MODEL_V_HEAD_DIM,
+  published_params = C.RS_MODEL_PUBLISHED_PARAMS,
+  tied_embeddings = C.RS_MODEL_TIED_EMBEDDINGS,
+  num_fused = C.RS_MODEL_NUM_FUSED,
+}
+recipes.fact = MODEL_PARAM
+
+-- A parameter code from a name of `names` or an integer code (which the
+-- library checks).
+local function named_code(names, p, what)
+  if type(p) == "string" then
+    local c = names[p]
+    if c == nil then argerror(format("unknown %s %q", what, p)) end
+    return c
+  end
+  return toint32(p, what)
+end
+
+--- reshard.recipes.catalog(): the names of the built-in catalog's models
+-- ("DeepSeek-V3", "Llama-3.1-8B", ...), a sequence.
+function recipes.catalog()
+  local out = {}
+  for i = 0, C.rsw_model_catalog_count() - 1 do
+    out[#out + 1] = C.rsw_model_catalog_name(i)
+  end
+  return out
+end
+
+local Model = {}
+Model.__index = Model
+Model.__name = "reshard.recipes.Model"
+
+local function model_handle(self)
+  local h = self._h
+  if h == nil then closederror("reshard.recipes.Model") end
+  return h
+end
+
+local function is_model(v) return getmetatable(v) == Model end
+
+--- reshard.recipes.model(config): a model's parameter tensors. config is
+-- the JSON text of a config.json (it starts with "{"), the path of one,
+-- or a catalog name or alias ("llama8b", "dsv3"; case-insensitive).
+-- Failures raise the library's error: RS_ERR_INVALID_ARGUMENT (not JSON,
+-- with line and column; a key of the wrong type, named; an unknown
+-- catalog name, with the catalog), RS_ERR_UNSUPPORTED (an unknown
+-- model_type, named).
+function recipes.model(config)
+  if type(config) ~= "string" then
+    argerror(format("a model config is JSON text, a path or a catalog " ..
+      "name, not %s", type(config)))
+  end
+  local text
+  if config:match("^%s*{") then
+    text = config
+  else
+    local f = io.open(config, "rb")
+    if f ~= nil then
+      local err
+      text, err = f:read("a")
+      f:close()
+      if text == nil then
+        argerror(format("cannot read %s: %s", config, tostring(err)))
+      end
+    end
+  end
+  if text ~= nil then
+    local nul = text:find("\0", 1, true)
+    if nul then
+      argerror(format("the config holds a NUL byte at byte %d", nul - 1))
+    end
+    C.rsw_model_from_config(R, text)
+  else
+    if config:find("\0", 1, true) then
+      argerror("a catalog name holds a NUL byte")
+    end
+    C.rsw_model_from_catalog(R, config)
+  end
+  check(R)
+  return setmetatable({ _h = C.rsw_result_model(R) }, Model)
+end
+
+--- model:name(): the catalog's name, the config's "_name_or_path", or
+-- its model_type.
+function Model:name() return C.rsw_model_name(model_handle(self)) end
+
+--- model:num_tensors()
+function Model:num_tensors()
+  C.rsw_model_num_tensors(R, model_handle(self))
+  check(R)
+  return R.value
+end
+
+--- model:tensor(i): tensor i (0-based) as {name=, dtype=, shape=}: its
+-- Hugging Face name, dtype name ("bf16") and shape (a sequence).
+function Model:tensor(i)
+  local h = model_handle(self)
+  i = toint32(i, "tensor index")
+  local v = C.rsw_ints_new()
+  local name = C.rsw_model_tensor_info(R, h, i, v)
+  local shape = ints_table(v)
+  free_ints(v)
+  check(R)
+  return { name = name, dtype = C.rsw_dtype_name(R.value), shape = shape }
+end
+
+--- model:tensors(): every tensor, in the model's order, as model:tensor.
+function Model:tensors()
+  local out = {}
+  for i = 0, self:num_tensors() - 1 do out[i + 1] = self:tensor(i) end
+  return out
+end
+
+--- model:get(fact): a fact of the model, by name ("hidden_size",
+-- "num_layers", "vocab_size", ...: rs_model_param without RS_MODEL_, in
+-- lower case) or code.
+function Model:get(p)
+  C.rsw_model_get(R, model_handle(self), named_code(MODEL_PARAM, p, "fact"))
+  check(R)
+  return R.value
+end
+
+--- model:close()
+function Model:close()
+  local h = self._h
+  if h ~= nil then
+    self._h = nil
+    C.rsw_model_destroy(h)
+  end
+end
+Model.__close = Model.close
+Model.__gc = Model.close
+Model.__tostring = function(self)
+  if self._h == nil then return "reshard.recipes.Model (closed)" end
+  return format("reshard.recipes.Model(%s, %d tensors)", self:name(),
+    self:num_tensors())
+end
+
+local Recipe = {}
+Recipe.__index = Recipe
+Recipe.__name = "reshard.recipes.Recipe"
+
+local function recipe_handle(self)
+  local h = self._h
+  if h == nil then closederror("reshard.recipes.Recipe") end
+  return h
+end
+
+local function spec(s, what)
+  if type(s) ~= "string" or s:find("\0", 1, true) then
+    argerror(format("the %s spec is a string such as \"tp=2,pp=2\", not %s",
+      what, tostring(s)))
+  end
+  return s
+end
+
+--- reshard.recipes.recipe(model, train, infer): model (a
+-- reshard.recipes.model, or what reshard.recipes.model takes) sharded by
+-- a trainer spec and an engine spec. The recipe keeps its own copy of the
+-- model. A bad spec, or a size that does not fit the model, raises
+-- RS_ERR_INVALID_ARGUMENT naming the key and the model's figure.
+function recipes.recipe(model, train, infer)
+  spec(train, "train")
+  spec(infer, "infer")
+  local own = not is_model(model)
+  local m = own and recipes.model(model) or model
+  C.rsw_recipe_create(R, model_handle(m), train, infer)
+  local status = R.status
+  local h = status == 0 and C.rsw_result_recipe(R) or nil
+  local e = status ~= 0 and new_error(R.status, R.name, R.message) or nil
+  if own then m:close() end
+  if e then error(e, 0) end
+  return setmetatable({ _h = h }, Recipe)
+end
+
+-- The value of a setting: dtypes and scale rules by name too.
+local function setting_value(code, v)
+  if code == C.RS_RECIPE_TRAIN_DTYPE or code == C.RS_RECIPE_INFER_DTYPE then
+    if type(v) == "string" then return dtype_code(v) end
+  elseif code == C.RS_RECIPE_FP8_SCALE_RULE then
+    return scale_rule_code(v)
+  end
+  return toint(v, "recipe setting")
+end
+
+--- recipe:get(name): a size or setting by name ("train_world",
+-- "infer_tp", "infer_first_rank", ...: rs_recipe_param without
+-- RS_RECIPE_, in lower case) or code.
+function Recipe:get(p)
+  C.rsw_recipe_get(R, recipe_handle(self),
+    named_code(RECIPE_PARAM, p, "recipe parameter"))
+  check(R)
+  return R.value
+end
+
+--- recipe:set(name, value): a setting: "train_dtype", "infer_dtype" (a
+-- dtype name such as "f8_e4m3", or a code), "fp8_block_rows",
+-- "fp8_block_cols", "fp8_scale_rule" ("amax", "ue8m0"),
+-- "infer_first_rank" (0: colocated), "train_vocab_pad",
+-- "infer_vocab_pad". A size, an unknown parameter or a value out of range
+-- raises RS_ERR_BAD_PARAM. Returns the recipe.
+function Recipe:set(p, value)
+  local h = recipe_handle(self)
+  local code = named_code(RECIPE_PARAM, p, "recipe parameter")
+  C.rsw_recipe_set(R, h, code, setting_value(code, value))
+  check(R)
+  return self
+end
+
+local function add(self, fn, layout, rank)
+  local h = recipe_handle(self)
+  if getmetatable(layout) ~= Layout then
+    argerror(format("a reshard.Layout is needed, not %s", tostring(layout)))
+  end
+  local lh = layout_handle(layout)
+  rank = rank == nil and C.RS_ALL_RANKS or toint32(rank, "rank")
+  fn(R, lh, h, rank)
+  check(R)
+  return self
+end
+
+--- recipe:add_train(layout, rank): declare every tensor in layout with
+-- the trainer's dtypes and add the trainer's shards: every rank's (rank
+-- nil or reshard.ALL_RANKS) or rank's alone (a rank that holds nothing on
+-- this side adds the declarations alone, as each process does before
+-- layout:allgather()). On failure the layout is left as it was.
+function Recipe:add_train(layout, rank)
+  return add(self, C.rsw_recipe_add_train, layout, rank)
+end
+
+--- recipe:add_infer(layout, rank): the same for the engine (its dtypes,
+-- fp8 block scales, fused buffers at byte offsets).
+function Recipe:add_infer(layout, rank)
+  return add(self, C.rsw_recipe_add_infer, layout, rank)
+end
+
+--- recipe:ranks(side): the layout ranks of side ("src": the trainer's,
+-- "dst": the engine's), a sequence.
+function Recipe:ranks(side)
+  local s = side_code(side)
+  local first, n = 0, nil
+  if s == C.RS_SIDE_SRC then
+    n = self:get("train_world")
+  else
+    first, n = self:get("infer_first_rank"), self:get("infer_world")
+  end
+  local out = {}
+  for i = 1, n do out[i] = first + i - 1 end
+  return out
+end
+
+--- recipe:buffers(side, rank): the buffers layout rank `rank` holds on
+-- side, in buffer order, each {rank=, buffer=, name=, bytes=}: bind
+-- `bytes` bytes as buffer number `buffer` of `rank`. `name` is the
+-- framework's ("model.layers.0.self_attn.qkv_proj.weight";
+-- "param_buffer.bf16"). Buffers the rank leaves empty are left out.
+function Recipe:buffers(side, rank)
+  local h = recipe_handle(self)
+  local s = side_code(side)
+  rank = toint32(rank, "rank")
+  C.rsw_recipe_num_buffers(R, h, s)
+  check(R)
+  local out = {}
+  for b = 0, R.value - 1 do
+    local name = C.rsw_recipe_buffer(R, h, s, rank, b)
+    check(R)
+    if R.value > 0 then
+      out[#out + 1] = { rank = rank, buffer = b, name = name, bytes = R.value }
+    end
+  end
+  return out
+end
+
+--- recipe:shards(side, rank): the shards side adds for layout rank
+-- `rank` (nil: every rank's), in the order the layouts get them, each
+-- {tensor=, tensor_index=, scales=, rank=, offset=, extent=, buffer=,
+-- byte_offset=, strides=, dtype=}: the box [offset, offset + extent) of
+-- the tensor (its block scales when scales is true: the layout's tensor
+-- tensor .. "_scale_inv", in block coordinates) in buffer `buffer` from
+-- byte_offset on, with element strides, held in dtype (a name, "bf16").
+function Recipe:shards(side, rank)
+  local h = recipe_handle(self)
+  local s = side_code(side)
+  rank = rank == nil and C.RS_ALL_RANKS or toint32(rank, "rank")
+  C.rsw_recipe_num_shards(R, h, s, rank)
+  check(R)
+  local out = {}
+  local fields = C.rsw_ints_new()
+  for i = 0, R.value - 1 do
+    local name = C.rsw_recipe_shard(R, h, s, rank, i, fields)
+    if R.status ~= 0 then
+      free_ints(fields)
+      raise(R)
+    end
+    local f = ints_table(fields)
+    local nd = f[7]
+    local function part(k)
+      local t = {}
+      for d = 1, nd do t[d] = f[7 + k * nd + d] end
+      return t
+    end
+    out[#out + 1] = {
+      tensor = name, tensor_index = f[1], scales = f[2] ~= 0, rank = f[3],
+      buffer = f[4], byte_offset = f[5], dtype = C.rsw_dtype_name(f[6]),
+      offset = part(0), extent = part(1), strides = part(2),
+    }
+  end
+  free_ints(fields)
+  return out
+end
+
+--- recipe:close()
+function Recipe:close()
+  local h = self._h
+  if h ~= nil then
+    self._h = nil
+    C.rsw_recipe_destroy(h)
+  end
+end
+Recipe.__close = Recipe.close
+Recipe.__gc = Recipe.close
+Recipe.__tostring = function(self)
+  if self._h == nil then return "reshard.recipes.Recipe (closed)" end
+  return format("reshard.recipes.Recipe(train world %d, infer world %d)",
+    self:get("train_world"), self:get("infer_world"))
+end
+
+--- reshard.recipes.layouts(ctx, config, opts) -> src, dst, recipe,
+-- buffers: the trainer's and the engine's layouts of a model on ctx, the
+-- recipe (recipe:buffers, recipe:shards), and the engine's buffers of the
+-- ranks added (a sequence of recipe:buffers entries). config is what
+-- reshard.recipes.model takes, or a model. opts (optional): train (default
+-- "tp=2,pp=2"), infer (default "tp=4,dp=2"), rank (only that rank's
+-- shards, as each process adds them before layout:allgather()), colocated
+-- (true: the engine on ranks 0 ..), settings (recipe:set before anything
+-- is added: {infer_dtype = "f8_e4m3"}, {train_vocab_pad = 128}). The
+-- caller closes the layouts and the recipe; on failure nothing is left
+-- open.
+function recipes.layouts(ctx, config, opts)
+  if getmetatable(ctx) ~= Context then
+    argerror(format("reshard.recipes.layouts takes a reshard.Context, " ..
+      "not %s", tostring(ctx)))
+  end
+  opts = opts or {}
+  if type(opts) ~= "table" then argerror("the options are a table") end
+  local rank = opts.rank ~= nil and toint32(opts.rank, "rank") or nil
+  local names = {}
+  for k in pairs(opts.settings or {}) do
+    if type(k) ~= "string" then argerror("settings are keyed by name") end
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  local recipe = recipes.recipe(config, opts.train or "tp=2,pp=2",
+    opts.infer or "tp=4,dp=2")
+  local src, dst
+  local ok, err = pcall(function()
+    if opts.colocated then recipe:set("infer_first_rank", 0) end
+    for _, k in ipairs(names) do recipe:set(k, opts.settings[k]) end
+    src, dst = ctx:layout(), ctx:layout()
+    recipe:add_train(src, rank)
+    recipe:add_infer(dst, rank)
+  end)
+  if not ok then
+    if dst then dst:close() end
+    if src then src:close() end
+    recipe:close()
+    error(err, 0)
+  end
+  local buffers = {}
+  local first, n = recipe:get("infer_first_rank"), recipe:get("infer_world")
+  for _, q in ipairs(rank ~= nil and { rank } or recipe:ranks("dst")) do
+    if q >= first and q < first + n then
+      for _, b in ipairs(recipe:buffers("dst", q)) do
+        buffers[#buffers + 1] = b
+      end
+    end
+  end
+  return src, dst, recipe, buffers
+end
+
 return M
