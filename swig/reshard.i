@@ -256,6 +256,10 @@ typedef struct rs_recipe rs_recipe;
 %constant int RS_STAT_BYTES_PACKED = 14;
 %constant int RS_STAT_BYTES_UNPACKED = 15;
 
+%constant int RS_STRIDED_AUTO = 0;
+%constant int RS_STRIDED_DISTRIBUTE = 1;
+%constant int RS_STRIDED_FSDP2 = 2;
+
 %constant int RS_SCALE_AMAX = 1;
 %constant int RS_SCALE_UE8M0 = 2;
 

@@ -486,16 +486,10 @@ void rsw_layout_add_shard(rsw_result *r, rs_layout *layout, const char *name,
              layout);
 }
 
-void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
-                            const char *name, const rsw_ints *mesh_shape,
-                            const rsw_ints *mesh_ranks,
-                            const rsw_ints *placements, int buffer,
-                            int64_t byte_offset) {
-  begin(r);
-  if (placements->n != mesh_shape->n) {
-    fail(r, "one placement per mesh axis is needed");
-    return;
-  }
+/* As many mesh ranks as the mesh shape says (sizes below 1 are the C
+ * API's to name); 0 with the message in r otherwise. */
+static int mesh_ranks_match(rsw_result *r, const rsw_ints *mesh_shape,
+                            const rsw_ints *mesh_ranks) {
   int64_t nranks = 1;
   for (int64_t i = 0; i < mesh_shape->n; i++) {
     int64_t e = mesh_shape->v[i];
@@ -506,8 +500,22 @@ void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
     failf(r, RS_ERR_INVALID_ARGUMENT,
           "a mesh of %lld ranks needs %lld mesh ranks, %lld were given",
           (long long)nranks, (long long)nranks, (long long)mesh_ranks->n);
+    return 0;
+  }
+  return 1;
+}
+
+void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout, const char *name,
+                            const rsw_ints *mesh_shape,
+                            const rsw_ints *mesh_ranks,
+                            const rsw_ints *placements, int buffer,
+                            int64_t byte_offset) {
+  begin(r);
+  if (placements->n != mesh_shape->n) {
+    fail(r, "one placement per mesh axis is needed");
     return;
   }
+  if (!mesh_ranks_match(r, mesh_shape, mesh_ranks)) return;
   int *ranks = as_ints(r, mesh_ranks);
   int *place = ranks ? as_ints(r, placements) : NULL;
   if (ranks && place)
@@ -518,6 +526,37 @@ void rsw_layout_add_dtensor(rsw_result *r, rs_layout *layout,
                layout);
   free(ranks);
   free(place);
+}
+
+void rsw_layout_add_dtensor_strided(rsw_result *r, rs_layout *layout,
+                                    const char *name,
+                                    const rsw_ints *mesh_shape,
+                                    const rsw_ints *mesh_ranks,
+                                    const rsw_ints *placements,
+                                    const rsw_ints *split_factors, int order,
+                                    int buffer, int64_t byte_offset) {
+  begin(r);
+  if (placements->n != mesh_shape->n ||
+      (split_factors->n && split_factors->n != mesh_shape->n)) {
+    fail(r,
+         "one placement per mesh axis is needed, and one split factor "
+         "per mesh axis or none");
+    return;
+  }
+  if (!mesh_ranks_match(r, mesh_shape, mesh_ranks)) return;
+  int *ranks = as_ints(r, mesh_ranks);
+  int *place = ranks ? as_ints(r, placements) : NULL;
+  int *split = place ? as_ints(r, split_factors) : NULL;
+  if (ranks && place && split)
+    end_layout(r,
+               rs_layout_add_dtensor_strided(
+                   layout, name, dims(mesh_shape), mesh_shape->v, ranks, place,
+                   split_factors->n ? split : NULL, (rs_strided_order)order,
+                   buffer, byte_offset),
+               layout);
+  free(ranks);
+  free(place);
+  free(split);
 }
 
 void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
@@ -548,6 +587,67 @@ void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
       failf(r, RS_ERR_NO_MEMORY, "out of memory");
       return;
     }
+}
+
+void rsw_dtensor_local_boxes(rsw_result *r, const rsw_ints *shape,
+                             const rsw_ints *mesh_shape,
+                             const rsw_ints *placements,
+                             const rsw_ints *split_factors, int order,
+                             const rsw_ints *coord, rsw_ints *local_shape,
+                             rsw_ints *offsets, rsw_ints *extents,
+                             rsw_ints *local_offsets) {
+  begin(r);
+  rsw_ints *outs[4] = {local_shape, offsets, extents, local_offsets};
+  for (int i = 0; i < 4; i++) rsw_ints_clear(outs[i]);
+  if (placements->n != mesh_shape->n || coord->n != mesh_shape->n ||
+      (split_factors->n && split_factors->n != mesh_shape->n)) {
+    fail(r,
+         "one placement and one coordinate per mesh axis, and one split "
+         "factor per mesh axis or none");
+    return;
+  }
+  if (shape->n < 1 || shape->n > RS_MAX_DIMS) {
+    fail(r, "a shape has 1 to 16 dimensions");
+    return;
+  }
+  int *place = as_ints(r, placements);
+  int *split = place ? as_ints(r, split_factors) : NULL;
+  if (!place || !split) {
+    free(place);
+    return;
+  }
+  int nd = dims(shape), n = 0;
+  const int *sf = split_factors->n ? split : NULL;
+  int64_t local[RS_MAX_DIMS], *box = NULL;
+  int oom = 0;
+  /* count, then fill */
+  rs_status st = rs_dtensor_local_boxes(
+      nd, shape->v, dims(mesh_shape), mesh_shape->v, place, sf,
+      (rs_strided_order)order, coord->v, local, 0, &n, NULL, NULL, NULL);
+  if (st == RS_OK && n > 0) {
+    size_t per = (size_t)n * (size_t)nd;
+    box = malloc(3 * per * sizeof *box);
+    oom = !box;
+    if (box)
+      st = rs_dtensor_local_boxes(nd, shape->v, dims(mesh_shape), mesh_shape->v,
+                                  place, sf, (rs_strided_order)order, coord->v,
+                                  local, n, &n, box, box + per, box + 2 * per);
+  }
+  int64_t per = (int64_t)n * nd;
+  for (int64_t i = 0; st == RS_OK && !oom && i < nd; i++)
+    oom = rsw_ints_push(local_shape, local[i]) != 0;
+  for (int64_t i = 0; st == RS_OK && box && !oom && i < 3 * per; i++)
+    oom = rsw_ints_push(outs[1 + i / per], box[i]) != 0;
+  if (oom) {
+    for (int i = 0; i < 4; i++) rsw_ints_clear(outs[i]);
+    failf(r, RS_ERR_NO_MEMORY, "out of memory");
+  } else {
+    end(r, st, NULL);
+    if (st == RS_OK) r->value = n;
+  }
+  free(box);
+  free(place);
+  free(split);
 }
 
 void rsw_layout_num_tensors(rsw_result *r, const rs_layout *layout) {

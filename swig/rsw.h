@@ -128,6 +128,26 @@ void rsw_dtensor_local_box(rsw_result *r, const rsw_ints *shape,
                            const rsw_ints *mesh_shape,
                            const rsw_ints *placements, const rsw_ints *coord,
                            rsw_ints *offset, rsw_ints *extent);
+/* rs_layout_add_dtensor_strided; split_factors: empty for all 1, else one
+ * per mesh axis; order: an rs_strided_order. Since 0.6. */
+void rsw_layout_add_dtensor_strided(rsw_result *r, rs_layout *layout,
+                                    const char *name,
+                                    const rsw_ints *mesh_shape,
+                                    const rsw_ints *mesh_ranks,
+                                    const rsw_ints *placements,
+                                    const rsw_ints *split_factors, int order,
+                                    int buffer, int64_t byte_offset);
+/* rs_dtensor_local_boxes, every box at once: local_shape gets ndim
+ * entries, offsets, extents and local_offsets ndim per box (all cleared
+ * first, and left empty on failure); value: the number of boxes. Since
+ * 0.6. */
+void rsw_dtensor_local_boxes(rsw_result *r, const rsw_ints *shape,
+                             const rsw_ints *mesh_shape,
+                             const rsw_ints *placements,
+                             const rsw_ints *split_factors, int order,
+                             const rsw_ints *coord, rsw_ints *local_shape,
+                             rsw_ints *offsets, rsw_ints *extents,
+                             rsw_ints *local_offsets);
 void rsw_layout_num_tensors(rsw_result *r, const rs_layout *layout);
 void rsw_layout_num_shards(rsw_result *r, const rs_layout *layout);
 /* The wire bytes in a new buffer (handle: an rsw_buffer to free). */

@@ -120,14 +120,29 @@ func (l *Layout) AddShard(name string, rank int, offset, extent []int64, buffer 
 }
 
 // AddDTensor adds the shards of tensor name laid out DTensor style over
-// mesh: one placement per mesh axis (Shard(d) or Replicate()); each rank's
-// local shard lies dense in its buffer number buffer at byteOffset.
+// mesh: one placement per mesh axis (Shard(d), Replicate() or
+// StridedShard(d, f)); each rank's local shard lies dense in its buffer
+// number buffer at byteOffset. With a StridedShard it is
+// AddDTensorStrided with StridedAuto.
 func (l *Layout) AddDTensor(name string, mesh Mesh, placements []Placement, buffer int, byteOffset int64) error {
-	const op = "Layout.AddDTensor"
+	return l.addDTensor("Layout.AddDTensor", name, mesh, placements, StridedAuto, buffer, byteOffset)
+}
+
+// AddDTensorStrided is AddDTensor with the order a tensor with
+// StridedShard placements was made in: StridedFSDP2 (FSDP2 over TP),
+// StridedDistribute (distribute_tensor) or StridedAuto (refused where the
+// two keep different elements). A rank whose elements are several boxes
+// gets each as a shard of its one dense local tensor (with its strides).
+// Since 0.6.
+func (l *Layout) AddDTensorStrided(name string, mesh Mesh, placements []Placement, order StridedOrder, buffer int, byteOffset int64) error {
+	return l.addDTensor("Layout.AddDTensorStrided", name, mesh, placements, order, buffer, byteOffset)
+}
+
+func (l *Layout) addDTensor(op, name string, mesh Mesh, placements []Placement, order StridedOrder, buffer int, byteOffset int64) error {
 	if err := cName(op, name); err != nil {
 		return err
 	}
-	if err := cInts(op, []string{"buffer"}, buffer); err != nil {
+	if err := cInts(op, []string{"buffer", "order"}, buffer, int(order)); err != nil {
 		return err
 	}
 	if n := mesh.Size(); n < 0 || int64(len(mesh.Ranks)) != n {
@@ -138,17 +153,22 @@ func (l *Layout) AddDTensor(name string, mesh Mesh, placements []Placement, buff
 	for i, x := range mesh.Ranks {
 		ranks[i] = int64(x)
 	}
-	place := make([]int64, len(placements))
-	for i, p := range placements {
-		place[i] = int64(p)
+	place, split, strided := placementCodes(placements)
+	plain := !strided // the 0.1 call, as before 0.6
+	if plain {
+		split = nil
 	}
-	vs, err := newIntsList(op, mesh.Shape, ranks, place)
+	vs, err := newIntsList(op, mesh.Shape, ranks, place, split)
 	if err != nil {
 		return err
 	}
 	defer freeInts(vs...)
 	_, err = l.do(op, func(r rsw.Rsw_result, h rsw.Struct_SS_rs_layout) error {
-		rsw.Rsw_layout_add_dtensor(r, h, name, vs[0], vs[1], vs[2], buffer, byteOffset)
+		if plain {
+			rsw.Rsw_layout_add_dtensor(r, h, name, vs[0], vs[1], vs[2], buffer, byteOffset)
+		} else {
+			rsw.Rsw_layout_add_dtensor_strided(r, h, name, vs[0], vs[1], vs[2], vs[3], int(order), buffer, byteOffset)
+		}
 		return nil
 	})
 	return err

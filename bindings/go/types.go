@@ -195,39 +195,106 @@ const (
 
 // Placement is what one axis of a device mesh does with a tensor, as in
 // PyTorch's DTensor: Shard(d) splits tensor dimension d over the axis
-// (uneven sizes as torch.chunk), Replicate() copies it.
-type Placement int
+// (uneven sizes as torch.chunk), Replicate() copies it, and
+// StridedShard(d, f) is torch's _StridedShard, what FSDP2 over TP stores.
+// Placements compare with ==; the zero value is Shard(0).
+type Placement struct {
+	code  int // RS_REPLICATE or the dimension (math.MinInt32: refused)
+	extra int // split factor - 1: 0 for Shard and Replicate
+}
 
 // Shard splits tensor dimension dim over a mesh axis.
 func Shard(dim int) Placement {
 	if dim < 0 {
-		return Placement(math.MinInt32) // refused by AddDTensor
+		return Placement{code: math.MinInt32} // refused by AddDTensor
 	}
-	return Placement(dim)
+	return Placement{code: dim}
 }
 
 // Replicate copies the tensor over a mesh axis.
-func Replicate() Placement { return Placement(rsw.RS_REPLICATE) }
+func Replicate() Placement { return Placement{code: rsw.RS_REPLICATE} }
 
-// IsShard reports whether p shards a dimension; Dim says which.
-func (p Placement) IsShard() bool { return p >= 0 }
+// StridedShard is torch's _StridedShard(dim, splitFactor): dimension dim
+// is cut into splitFactor pieces, each piece split over the mesh axis
+// (torch.chunk rule), and a coordinate holds its chunk of every piece, so
+// a rank's shard may be several boxes of its dense local tensor. A split
+// factor of 1 is Shard(dim); below 1 is refused by AddDTensor. Since 0.6.
+func StridedShard(dim, splitFactor int) Placement {
+	p := Shard(dim)
+	p.extra = splitFactor - 1
+	return p
+}
+
+// IsShard reports whether p shards a dimension (Shard or StridedShard);
+// Dim says which.
+func (p Placement) IsShard() bool { return p.code >= 0 }
+
+// IsStrided reports whether p is a StridedShard with a split factor other
+// than 1. Since 0.6.
+func (p Placement) IsStrided() bool { return p.extra != 0 }
 
 // Dim is the tensor dimension p shards, or -1 for Replicate.
 func (p Placement) Dim() int {
-	if p < 0 {
+	if p.code < 0 {
 		return -1
 	}
-	return int(p)
+	return p.code
 }
 
+// SplitFactor is a StridedShard's split factor, 1 for other placements.
+// Since 0.6.
+func (p Placement) SplitFactor() int { return p.extra + 1 }
+
 func (p Placement) String() string {
-	if p == Replicate() {
+	switch {
+	case p == Replicate():
 		return "Replicate()"
+	case p.code < 0 && p.code != rsw.RS_REPLICATE:
+		return fmt.Sprintf("Placement(%d)", p.code)
+	case p.extra != 0:
+		return fmt.Sprintf("StridedShard(%d, %d)", p.code, p.SplitFactor())
 	}
-	if p < 0 {
-		return fmt.Sprintf("Placement(%d)", int(p))
+	return fmt.Sprintf("Shard(%d)", p.code)
+}
+
+// placementCodes gives the C API's placement codes and split factors.
+func placementCodes(placements []Placement) (codes, split []int64, strided bool) {
+	codes = make([]int64, len(placements))
+	split = make([]int64, len(placements))
+	for i, p := range placements {
+		codes[i] = int64(p.code)
+		split[i] = int64(p.SplitFactor())
+		strided = strided || p.IsStrided()
 	}
-	return fmt.Sprintf("Shard(%d)", int(p))
+	return codes, split, strided
+}
+
+// StridedOrder says which memory order a tensor with StridedShard
+// placements was made in (rs_strided_order). The two keep different
+// elements where the sizes along a strided dimension are uneven. Since
+// 0.6.
+type StridedOrder int
+
+// The orders.
+const (
+	// StridedAuto: either, where the two agree; refused where they do not.
+	StridedAuto = StridedOrder(rsw.RS_STRIDED_AUTO)
+	// StridedDistribute: distribute_tensor's (placements left to right).
+	StridedDistribute = StridedOrder(rsw.RS_STRIDED_DISTRIBUTE)
+	// StridedFSDP2: FSDP2 over TP's (fully_shard).
+	StridedFSDP2 = StridedOrder(rsw.RS_STRIDED_FSDP2)
+)
+
+func (o StridedOrder) String() string {
+	switch o {
+	case StridedAuto:
+		return "auto"
+	case StridedDistribute:
+		return "distribute"
+	case StridedFSDP2:
+		return "fsdp2"
+	}
+	return fmt.Sprintf("StridedOrder(%d)", int(o))
 }
 
 // Mesh is a device mesh: its axis sizes, its ranks in row-major mesh order
@@ -346,9 +413,10 @@ func DTensorLocalBox(shape, meshShape []int64, placements []Placement, coord []i
 		return nil, nil, err
 	}
 	defer rsw.Rsw_result_free(r)
-	place := make([]int64, len(placements))
-	for i, p := range placements {
-		place[i] = int64(p)
+	place, _, strided := placementCodes(placements)
+	if strided {
+		return nil, nil, newError(op, StatusUnsupported,
+			"%v: a StridedShard may hold several boxes; DTensorLocalBoxes gives them", placements)
 	}
 	vs, err := newIntsList(op, shape, meshShape, place, coord, nil, nil)
 	if err != nil {
@@ -360,6 +428,57 @@ func DTensorLocalBox(shape, meshShape []int64, placements []Placement, coord []i
 		return nil, nil, err
 	}
 	return intsSlice(vs[4]), intsSlice(vs[5]), nil
+}
+
+// LocalBox is one box of a rank's dense local tensor: its global Offset
+// and Extent, and where it starts in the local tensor (Local). Since 0.6.
+type LocalBox struct {
+	Offset, Extent, Local []int64
+}
+
+// DTensorLocalBoxes is what mesh coordinate coord holds of a tensor of the
+// given shape laid out by placements (StridedShard included) over a mesh
+// of meshShape, in the given order: its dense local shape and its boxes,
+// row-major over the dimensions' runs (none for an empty shard). Since
+// 0.6.
+func DTensorLocalBoxes(shape, meshShape []int64, placements []Placement, order StridedOrder, coord []int64) (localShape []int64, boxes []LocalBox, err error) {
+	const op = "DTensorLocalBoxes"
+	if err := cInts(op, []string{"order"}, int(order)); err != nil {
+		return nil, nil, err
+	}
+	r, err := newResult(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rsw.Rsw_result_free(r)
+	place, split, _ := placementCodes(placements)
+	vs, err := newIntsList(op, shape, meshShape, place, split, coord, nil, nil, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer freeInts(vs...)
+	rsw.Rsw_dtensor_local_boxes(r, vs[0], vs[1], vs[2], vs[3], int(order), vs[4], vs[5], vs[6], vs[7], vs[8])
+	if err := resultError(op, r); err != nil {
+		return nil, nil, err
+	}
+	localShape = intsSlice(vs[5])
+	off, ext, loc := intsSlice(vs[6]), intsSlice(vs[7]), intsSlice(vs[8])
+	nd := len(shape)
+	for i := 0; i < int(r.GetValue()); i++ {
+		at := i * nd
+		boxes = append(boxes, LocalBox{off[at : at+nd : at+nd], ext[at : at+nd : at+nd], loc[at : at+nd : at+nd]})
+	}
+	return localShape, boxes, nil
+}
+
+// LocalBoxes is DTensorLocalBoxes for the coordinate of rank. Since 0.6.
+func (m Mesh) LocalBoxes(shape []int64, placements []Placement, order StridedOrder, rank int) (localShape []int64, boxes []LocalBox, err error) {
+	coord, ok := m.Coord(rank)
+	if !ok {
+		return nil, nil, newError("Mesh.LocalBoxes", StatusInvalidArgument,
+			"rank %d is not in the mesh", rank)
+	}
+	return DTensorLocalBoxes(shape, m.Shape, placements, order, coord)
 }
 
 // Stats are the figures of one rank of a plan, or of all ranks (summed;

@@ -473,9 +473,15 @@ Placement.__index = Placement
 Placement.__name = "reshard.Placement"
 Placement.__tostring = function(p)
   if p.kind == "shard" then return format("Shard(%d)", p.dim) end
+  if p.kind == "strided" then
+    return format("StridedShard(%d, %d)", p.dim, p.split_factor)
+  end
   return "Replicate()"
 end
-Placement.__eq = function(a, b) return a.kind == b.kind and a.dim == b.dim end
+Placement.__eq = function(a, b)
+  return a.kind == b.kind and a.dim == b.dim and
+    a.split_factor == b.split_factor
+end
 
 --- reshard.Shard(d): the mesh axis splits tensor dimension d (0-based).
 function M.Shard(d)
@@ -489,20 +495,64 @@ function M.Replicate()
   return setmetatable({ kind = "replicate" }, Placement)
 end
 
--- The C placement code of p: a dim or RS_REPLICATE.
-local function placement_code(p, i)
-  if getmetatable(p) == Placement then
-    return p.kind == "shard" and p.dim or C.RS_REPLICATE
+--- reshard.StridedShard(d, f): torch's _StridedShard(d, split_factor=f),
+-- what FSDP2 over TP stores: dimension d is cut into f pieces, each split
+-- over the mesh axis (torch.chunk), and a coordinate holds its chunk of
+-- every piece, so a rank's shard may be several boxes. f == 1 is
+-- Shard(d). Since 0.6.
+function M.StridedShard(d, f)
+  d = toint(d, "StridedShard dimension")
+  f = toint32(f, "StridedShard split factor")
+  if d < 0 then
+    argerror(format("StridedShard(%d, %d): a dimension is >= 0", d, f))
   end
-  if p == "replicate" then return C.RS_REPLICATE end
-  return toint32(p, format("placements[%d]", i))
+  if f < 1 then
+    argerror(format("StridedShard(%d, %d): a split factor is >= 1", d, f))
+  end
+  if f == 1 then return M.Shard(d) end
+  return setmetatable({ kind = "strided", dim = d, split_factor = f },
+    Placement)
 end
 
+--- reshard.strided: the orders a tensor with StridedShard placements may
+-- have been made in (rs_strided_order): auto (either, where they agree;
+-- refused where they do not), distribute (distribute_tensor's), fsdp2
+-- (FSDP2 over TP's). Since 0.6.
+M.strided = { auto = C.RS_STRIDED_AUTO, distribute = C.RS_STRIDED_DISTRIBUTE,
+  fsdp2 = C.RS_STRIDED_FSDP2 }
+
+local function strided_order_code(order)
+  if order == nil then return C.RS_STRIDED_AUTO end
+  if type(order) == "string" then
+    local c = M.strided[order]
+    if c == nil then
+      argerror(format("strided order %q is none of auto, distribute, fsdp2",
+        order))
+    end
+    return c
+  end
+  return toint32(order, "strided order")
+end
+
+-- The C placement code of p (a dim or RS_REPLICATE) and its split factor.
+local function placement_code(p, i)
+  if getmetatable(p) == Placement then
+    if p.kind == "replicate" then return C.RS_REPLICATE, 1 end
+    return p.dim, p.split_factor or 1
+  end
+  if p == "replicate" then return C.RS_REPLICATE, 1 end
+  return toint32(p, format("placements[%d]", i)), 1
+end
+
+-- Codes, split factors, and whether a placement is strided.
 local function placement_codes(ps)
   if type(ps) ~= "table" then argerror("placements must be a table") end
-  local out = {}
-  for i = 1, #ps do out[i] = placement_code(ps[i], i) end
-  return out
+  local out, split, strided = {}, {}, false
+  for i = 1, #ps do
+    out[i], split[i] = placement_code(ps[i], i)
+    strided = strided or split[i] ~= 1
+  end
+  return out, split, strided
 end
 
 local Mesh = {}
@@ -617,7 +667,12 @@ end
 -- placement gives the mesh coordinate coord. Uneven sizes follow
 -- torch.chunk; an empty shard has extent 0 in its sharded dimension.
 function M.local_box(shape, mesh_shape, placements, coord)
-  local p = placement_codes(placements)
+  local p, _, strided = placement_codes(placements)
+  if strided then
+    error(new_error(C.RS_ERR_UNSUPPORTED, "RS_ERR_UNSUPPORTED",
+      "a StridedShard may hold several boxes: reshard.local_boxes gives them"),
+      0)
+  end
   local s = ints(shape, "shape")
   local ms, c = ints(mesh_shape, "mesh shape"), ints(coord, "coordinate")
   s, ms, p, c = vec(s), vec(ms), vec(p), vec(c)
@@ -627,6 +682,51 @@ function M.local_box(shape, mesh_shape, placements, coord)
   free_ints(s, ms, p, c, off, ext)
   check(R)
   return offset, extent
+end
+
+--- reshard.local_boxes(shape, mesh_shape, placements, coord, order) ->
+-- local_shape, boxes: what mesh coordinate coord holds, StridedShard
+-- included: its dense local shape and its boxes, each {offset = ...,
+-- extent = ..., local_offset = ...} (where it starts in the local tensor),
+-- row-major over the dimensions' runs; none for an empty shard. order: as
+-- reshard.strided ("auto" by default). Since 0.6.
+function M.local_boxes(shape, mesh_shape, placements, coord, order)
+  local p, f = placement_codes(placements)
+  local o = strided_order_code(order)
+  local s = ints(shape, "shape")
+  local ms, c = ints(mesh_shape, "mesh shape"), ints(coord, "coordinate")
+  local nd = #s
+  s, ms, p, f, c = vec(s), vec(ms), vec(p), vec(f), vec(c)
+  local outs = { C.rsw_ints_new(), C.rsw_ints_new(), C.rsw_ints_new(),
+    C.rsw_ints_new() }
+  C.rsw_dtensor_local_boxes(R, s, ms, p, f, o, c, outs[1], outs[2], outs[3],
+    outs[4])
+  local local_shape, off, ext, loc = ints_table(outs[1]), ints_table(outs[2]),
+    ints_table(outs[3]), ints_table(outs[4])
+  local n = R.value
+  free_ints(s, ms, p, f, c, outs[1], outs[2], outs[3], outs[4])
+  check(R)
+  local boxes = {}
+  for b = 1, n do
+    local box = { offset = {}, extent = {}, local_offset = {} }
+    for d = 1, nd do
+      local at = (b - 1) * nd + d
+      box.offset[d], box.extent[d], box.local_offset[d] = off[at], ext[at],
+        loc[at]
+    end
+    boxes[b] = box
+  end
+  return local_shape, boxes
+end
+
+--- mesh:local_boxes(shape, placements, rank, order): reshard.local_boxes
+-- for the rank's coordinate. Since 0.6.
+function Mesh:local_boxes(shape, placements, rank, order)
+  local coord = self:coord(rank)
+  if coord == nil then
+    argerror(format("rank %s is not in the mesh", tostring(rank)))
+  end
+  return M.local_boxes(shape, self.shape, placements, coord, order)
 end
 
 --- mesh:local_box(shape, placements, rank) -> offset, extent of the rank's
@@ -885,18 +985,23 @@ function Layout:add_shard(a)
   return self
 end
 
---- layout:add_dtensor(name, mesh, placements, buffer, byte_offset): the
--- shards of a DTensor: mesh is a reshard.mesh or {shape=..., ranks=...},
--- placements one per mesh axis (reshard.Shard(d), reshard.Replicate()).
--- Each rank's shard is dense in its buffer `buffer` (default 0) at
--- byte_offset (default 0).
-function Layout:add_dtensor(name, mesh, placements, buffer, byte_offset)
+--- layout:add_dtensor(name, mesh, placements, buffer, byte_offset, order):
+-- the shards of a DTensor: mesh is a reshard.mesh or {shape=..., ranks=...},
+-- placements one per mesh axis (reshard.Shard(d), reshard.Replicate(),
+-- reshard.StridedShard(d, f)). Each rank's shard is dense in its buffer
+-- `buffer` (default 0) at byte_offset (default 0); a StridedShard may make
+-- it several boxes of that one local tensor. order (since 0.6): which
+-- order a tensor with StridedShard placements was made in, "fsdp2",
+-- "distribute" or "auto" (the default: refused where the two differ).
+function Layout:add_dtensor(name, mesh, placements, buffer, byte_offset,
+                            order)
   local h = layout_handle(self)
   checkname(name)
   if type(mesh) ~= "table" or mesh.shape == nil then
     argerror("a mesh is a reshard.mesh or a table {shape=..., ranks=...}")
   end
-  local codes = placement_codes(placements)
+  local codes, split, strided = placement_codes(placements)
+  local o = strided_order_code(order)
   buffer = toint32(buffer or 0, "buffer")
   byte_offset = toint(byte_offset or 0, "byte_offset")
   local shape = ints(mtype(mesh.shape) and { mesh.shape } or mesh.shape,
@@ -909,10 +1014,16 @@ function Layout:add_dtensor(name, mesh, placements, buffer, byte_offset)
     for i = 1, n do ranks[i] = i - 1 end
   end
   local ms, mr = ints(shape, "mesh shape"), ints(ranks, "mesh ranks")
-  local p
+  local p, f
   ms, mr, p = vec(ms), vec(mr), vec(codes)
-  C.rsw_layout_add_dtensor(R, h, name, ms, mr, p, buffer, byte_offset)
-  free_ints(ms, mr, p)
+  if strided or order ~= nil then
+    f = vec(split)
+    C.rsw_layout_add_dtensor_strided(R, h, name, ms, mr, p, f, o, buffer,
+      byte_offset)
+  else
+    C.rsw_layout_add_dtensor(R, h, name, ms, mr, p, buffer, byte_offset)
+  end
+  free_ints(ms, mr, p, f)
   check(R)
   return self
 end

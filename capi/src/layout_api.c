@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "layout/dtensor.h"
 #include "layout/layout.h"
 #include "layout/wire.h"
 
@@ -66,8 +67,25 @@ rs_status rs_layout_add_dtensor(rs_layout *layout, const char *name,
   API_REQUIRE(mesh_shape, err, "rs_layout_add_dtensor");
   API_REQUIRE(mesh_ranks, err, "rs_layout_add_dtensor");
   API_REQUIRE(placements, err, "rs_layout_add_dtensor");
-  return rsi_layout_add_dtensor(layout, name, mesh_ndim, mesh_shape,
-                                mesh_ranks, placements, buffer, byte_offset);
+  return rsi_layout_add_dtensor(layout, name, mesh_ndim, mesh_shape, mesh_ranks,
+                                placements, NULL, RS_STRIDED_AUTO, buffer,
+                                byte_offset);
+}
+
+rs_status rs_layout_add_dtensor_strided(
+    rs_layout *layout, const char *name, int mesh_ndim,
+    const int64_t *mesh_shape, const int *mesh_ranks, const int *placements,
+    const int *split_factors, rs_strided_order order, int buffer,
+    int64_t byte_offset) {
+  API_REQUIRE(layout, rsi_thread_err(), "rs_layout_add_dtensor_strided");
+  rsi_err *err = layout->ctx->err;
+  API_REQUIRE(name, err, "rs_layout_add_dtensor_strided");
+  API_REQUIRE(mesh_shape, err, "rs_layout_add_dtensor_strided");
+  API_REQUIRE(mesh_ranks, err, "rs_layout_add_dtensor_strided");
+  API_REQUIRE(placements, err, "rs_layout_add_dtensor_strided");
+  return rsi_layout_add_dtensor(layout, name, mesh_ndim, mesh_shape, mesh_ranks,
+                                placements, split_factors, order, buffer,
+                                byte_offset);
 }
 
 rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
@@ -88,6 +106,26 @@ rs_status rs_dtensor_local_box(int ndim, const int64_t *shape, int mesh_ndim,
   API_REQUIRE(extent, err, "rs_dtensor_local_box");
   return rsi_dtensor_box(ndim, shape, mesh_ndim, mesh_shape, placements,
                          coord, offset, extent, err);
+}
+
+rs_status rs_dtensor_local_boxes(
+    int ndim, const int64_t *shape, int mesh_ndim, const int64_t *mesh_shape,
+    const int *placements, const int *split_factors, rs_strided_order order,
+    const int64_t *coord, int64_t *local_shape, int max_boxes, int *num_boxes,
+    int64_t *offsets, int64_t *extents, int64_t *local_offsets) {
+  rsi_err *err = rsi_thread_err();
+  if (num_boxes) *num_boxes = 0;
+  API_REQUIRE(shape, err, "rs_dtensor_local_boxes");
+  API_REQUIRE(mesh_shape, err, "rs_dtensor_local_boxes");
+  API_REQUIRE(placements, err, "rs_dtensor_local_boxes");
+  API_REQUIRE(coord, err, "rs_dtensor_local_boxes");
+  API_REQUIRE(local_shape, err, "rs_dtensor_local_boxes");
+  API_REQUIRE(num_boxes, err, "rs_dtensor_local_boxes");
+  /* the box arrays: checked by the core, where max_boxes says if needed */
+  return rsi_dtensor_local_boxes(ndim, shape, mesh_ndim, mesh_shape, placements,
+                                 split_factors, order, coord, local_shape,
+                                 max_boxes, num_boxes, offsets, extents,
+                                 local_offsets, err);
 }
 
 rs_status rs_layout_num_tensors(const rs_layout *layout, int *out) {

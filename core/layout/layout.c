@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Layouts (layout.h): the coordinate pool, tensors and the index from
- * names to them, shards and DTensor placements, each validated as it is
- * added, and taking back what was added since a mark. */
+ * names to them, shards, each validated as it is added, and taking back
+ * what was added since a mark. (DTensor placements: layout_dtensor.c.) */
 #include "layout/layout.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,77 +364,4 @@ rs_status rsi_layout_add_shard_to(rs_layout *layout, int t, int rank,
   s->byte_end = end;
   s->geom = at;
   return RS_OK;
-}
-
-rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
-                                 int mesh_ndim, const int64_t *mesh_shape,
-                                 const int *mesh_ranks, const int *placements,
-                                 int buffer, int64_t byte_offset) {
-  rsi_err *err = layout->ctx->err;
-  int t = rsi_layout_find(layout, name);
-  if (t < 0)
-    return RSI_FAIL(err, RS_ERR_UNKNOWN_TENSOR,
-                    "no tensor named '%s' in this layout", name);
-  const rsi_tensor *tensor = &layout->tensors[t];
-  if (mesh_ndim < 1 || mesh_ndim > RSI_MAX_DIMS)
-    return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                    "tensor '%s': mesh of %d axes, must be 1..%d", name,
-                    mesh_ndim, RSI_MAX_DIMS);
-  int64_t nranks = 1;
-  for (int a = 0; a < mesh_ndim; a++) {
-    if (mesh_shape[a] < 1 || mesh_shape[a] > layout->ctx->world_size)
-      return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                      "tensor '%s': mesh axis %d has size %lld, must be 1..%d "
-                      "(the world size)",
-                      name, a, (long long)mesh_shape[a],
-                      layout->ctx->world_size);
-    nranks *= mesh_shape[a];
-    if (nranks > layout->ctx->world_size)
-      return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                      "tensor '%s': the mesh has more ranks than the world "
-                      "size %d",
-                      name, layout->ctx->world_size);
-  }
-  /* A rank may appear once per mesh. */
-  unsigned char *seen = calloc((size_t)layout->ctx->world_size, 1);
-  if (!seen) return RSI_NOMEM(err);
-  rs_status st = RS_OK;
-  for (int64_t i = 0; i < nranks && st == RS_OK; i++) {
-    int r = mesh_ranks[i];
-    if (r < 0 || r >= layout->ctx->world_size)
-      st = RSI_FAIL(err, RS_ERR_UNKNOWN_RANK,
-                    "tensor '%s': mesh rank %d outside [0, %d)", name, r,
-                    layout->ctx->world_size);
-    else if (seen[r]++)
-      st = RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
-                    "tensor '%s': rank %d appears twice in the mesh", name, r);
-  }
-  free(seen);
-  if (st != RS_OK) return st;
-
-  /* Add every non-empty local box; on failure take back what was added. */
-  rsi_layout_mark mark = rsi_layout_mark_now(layout);
-  int64_t coord[RSI_MAX_DIMS] = {0};
-  int64_t off[RSI_MAX_DIMS], ext[RSI_MAX_DIMS];
-  for (int64_t i = 0; i < nranks; i++) {
-    st = rsi_dtensor_box(tensor->ndim, tensor->shape, mesh_ndim, mesh_shape,
-                         placements, coord, off, ext, err);
-    if (st != RS_OK) {
-      char why[RSI_ERR_MSG_BYTES];
-      snprintf(why, sizeof why, "%s", err->msg);
-      RSI_FAIL(err, st, "tensor '%s': %s", name, why);
-      break;
-    }
-    if (!rsi_box_is_empty(tensor->ndim, ext)) {
-      st = rsi_layout_add_shard_to(layout, t, mesh_ranks[i], off, ext,
-                                   buffer, byte_offset, NULL);
-      if (st != RS_OK) break;
-    }
-    for (int a = mesh_ndim - 1; a >= 0; a--) { /* next row-major coord */
-      if (++coord[a] < mesh_shape[a]) break;
-      coord[a] = 0;
-    }
-  }
-  if (st != RS_OK) rsi_layout_roll_back(layout, &mark);
-  return st;
 }

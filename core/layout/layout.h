@@ -103,9 +103,11 @@ rs_status rsi_layout_add_shard_to(rs_layout *layout, int tensor, int rank,
                                   const int64_t *offset, const int64_t *extent,
                                   int buffer, int64_t byte_offset,
                                   const int64_t *strides);
+/* rs_layout_add_dtensor_strided (layout_dtensor.c); split NULL: all 1. */
 rs_status rsi_layout_add_dtensor(rs_layout *layout, const char *name,
                                  int mesh_ndim, const int64_t *mesh_shape,
                                  const int *mesh_ranks, const int *placements,
+                                 const int *split, rs_strided_order order,
                                  int buffer, int64_t byte_offset);
 
 /* rs_layout_set_block_scales, on tensor indices. */

@@ -432,7 +432,8 @@ RS_API rs_status rs_layout_add_shard(rs_layout *layout, const char *name,
  * sizes follow torch.chunk: chunk = ceil(size / n), trailing shards may be
  * short or empty (empty shards are skipped). Several axes sharding the same
  * dim nest left to right, as DTensor does. Each rank's local shard is dense
- * row-major in its buffer @p buffer at @p byte_offset.
+ * row-major in its buffer @p buffer at @p byte_offset. (torch's
+ * _StridedShard: rs_layout_add_dtensor_strided, since 0.6.)
  * Errors: as rs_layout_add_shard, plus RS_ERR_INVALID_ARGUMENT (placement
  * not a dim of the tensor, mesh axis < 1, duplicate rank in the mesh,
  * mesh_ndim outside 1..RS_MAX_DIMS, more ranks in the mesh or one of its
@@ -463,6 +464,86 @@ RS_API rs_status rs_dtensor_local_box(int ndim, const int64_t *shape,
                                       const int *placements,
                                       const int64_t *coord, int64_t *offset,
                                       int64_t *extent);
+
+/**
+ * Which memory order a tensor with StridedShard placements was made in
+ * (rs_layout_add_dtensor_strided, rs_dtensor_local_boxes). The two keep
+ * the same elements on every coordinate where the sizes along the strided
+ * dims divide evenly, and different ones where they do not. Pinned
+ * values. @since 0.6
+ */
+typedef enum rs_strided_order {
+  /** Either, where the two orders agree; refused where they do not (or
+   *  where the FSDP2 order does not apply). */
+  RS_STRIDED_AUTO = 0,
+  /** distribute_tensor's: the placements apply left to right over the
+   *  mesh axes; a StridedShard(d, f) axis cuts dim d into f pieces,
+   *  each piece into as many chunks as the axis has coordinates, and
+   *  coordinate i holds chunk i of every piece. */
+  RS_STRIDED_DISTRIBUTE = 1,
+  /** FSDP2 over TP's (fully_shard): each StridedShard(d, f) axis chunks
+   *  what the later Shard(d) axes, whose sizes multiply to f, left. */
+  RS_STRIDED_FSDP2 = 2
+} rs_strided_order;
+
+/**
+ * rs_layout_add_dtensor with torch's _StridedShard (what FSDP2 over TP
+ * stores): for every rank of the mesh, the elements of tensor @p name its
+ * mesh coordinate holds. @p split_factors (NULL: all 1) has one entry per
+ * mesh axis; an entry f > 1 makes that axis's Shard(d) placement a
+ * StridedShard(d, f), an entry 1 leaves it as it is. @p order says which
+ * memory order the tensor was made in (rs_strided_order); it matters only
+ * with a StridedShard. Each rank's local tensor is dense row-major at
+ * @p byte_offset of its buffer @p buffer; where its elements are several
+ * boxes of the tensor (rs_dtensor_local_boxes), each is added as a shard
+ * of that buffer with the local tensor's row-major strides at its own
+ * byte offset; where they are one box, it is added dense (no strides).
+ * Ranks with an empty shard get none. All or nothing: on failure the
+ * layout is as it was.
+ * Errors: as rs_layout_add_dtensor, plus RS_ERR_INVALID_ARGUMENT (a split
+ * factor < 1, or > 1 on a Replicate axis; an unknown order; RS_STRIDED_AUTO
+ * where the two orders keep different elements on some coordinate, or
+ * where the FSDP2 order does not apply: the message names the tensor and
+ * both orders), RS_ERR_UNSUPPORTED (RS_STRIDED_FSDP2 where a StridedShard
+ * axis's split factor is not the product of the sizes of later Shard axes
+ * of its dim; a coordinate holding more than 2^20 boxes, or a dim cut into
+ * more than 2^20 pieces; RS_STRIDED_AUTO checking a mesh whose axes over
+ * strided dims hold more than 2^20 coordinates). @since 0.6
+ */
+RS_API rs_status rs_layout_add_dtensor_strided(
+    rs_layout *layout, const char *name, int mesh_ndim,
+    const int64_t *mesh_shape, const int *mesh_ranks, const int *placements,
+    const int *split_factors, rs_strided_order order, int buffer,
+    int64_t byte_offset);
+
+/**
+ * What the mesh coordinate @p coord (mesh_ndim entries) holds of a tensor
+ * of shape @p shape (ndim entries) under @p placements, @p split_factors
+ * (NULL: all 1) and @p order, as rs_layout_add_dtensor_strided reads them:
+ * its dense local shape into @p local_shape (ndim entries), and its boxes
+ * of the tensor, row-major over the dims' runs: box i's global offset,
+ * extent and position in the local tensor at [i*ndim, (i+1)*ndim) of
+ * @p offsets, @p extents and @p local_offsets. Plain placements give one
+ * box, a StridedShard possibly several; an empty shard none (a 0 in
+ * local_shape). *@p num_boxes is always set to the number of boxes the
+ * coordinate holds (0 where a failure leaves it unknown). With
+ * @p max_boxes 0 the call only counts: it writes local_shape and
+ * *num_boxes, and the three box arrays may be NULL. The output arrays are
+ * untouched on any failure.
+ * Errors: RS_ERR_NULL_POINTER (shape, mesh_shape, placements, coord,
+ * local_shape, num_boxes; the box arrays when max_boxes > 0),
+ * RS_ERR_BAD_SHAPE, RS_ERR_TOO_MANY_DIMS, RS_ERR_INVALID_ARGUMENT (as
+ * rs_dtensor_local_box; a split factor < 1 or > 1 on a Replicate axis; an
+ * unknown order; RS_STRIDED_AUTO where the orders disagree on some
+ * coordinate of the mesh; max_boxes < 0, or 0 < max_boxes < the boxes
+ * needed: the message gives both numbers), RS_ERR_UNSUPPORTED (as
+ * rs_layout_add_dtensor_strided). Details in rs_last_error(). @since 0.6
+ */
+RS_API rs_status rs_dtensor_local_boxes(
+    int ndim, const int64_t *shape, int mesh_ndim, const int64_t *mesh_shape,
+    const int *placements, const int *split_factors, rs_strided_order order,
+    const int64_t *coord, int64_t *local_shape, int max_boxes, int *num_boxes,
+    int64_t *offsets, int64_t *extents, int64_t *local_offsets);
 
 /* ------------------------------------------------------------------------ */
 /* Changing dtype on the way                                                */
