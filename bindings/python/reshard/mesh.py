@@ -185,8 +185,8 @@ def _fsdp2_order(places: Sequence[Placement], mesh: Sequence[int]
     (their sizes multiply to its split factor)."""
     order = list(range(len(places)))
     for a, p in enumerate(places):
-        if not isinstance(p, StridedShard):
-            continue
+        if not isinstance(p, StridedShard) or p.split_factor == 1:
+            continue  # a split factor of 1 is Shard(dim): no reordering
         group, prod = [], 1
         for b in range(a + 1, len(places)):
             q = places[b]

@@ -123,6 +123,20 @@ def test_strided_shard_example_of_the_issue():
         reshard.dtensor_local_box((8, 3), (2,), [StridedShard(0, 2)], (0,))
 
 
+def test_split_factor_one_is_a_plain_shard_in_both_orders():
+    """StridedShard(d, 1) holds what Shard(d) does, in distribute_tensor's
+    order and in FSDP2's (which once failed with an IndexError)."""
+    for places, plain in (([StridedShard(0, 1), Shard(0)],
+                           [Shard(0), Shard(0)]),
+                          ([Shard(1), StridedShard(0, 1)],
+                           [Shard(1), Shard(0)])):
+        for coord in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            want = dtensor_local_runs((7, 5), (2, 2), plain, coord)
+            for order in ("distribute", "fsdp2"):
+                assert dtensor_local_runs((7, 5), (2, 2), places, coord,
+                                          order) == want
+
+
 def _torch_dtensor():
     torch = pytest.importorskip("torch")
     major, minor = (int(x) for x in torch.__version__.split(".")[:2])
