@@ -164,16 +164,10 @@ func (c *Context) do(op string, f func(r rsw.Rsw_result, h rsw.Struct_SS_rs_cont
 	if c.h == nil {
 		return 0, closedError(op, "context")
 	}
-	r, err := newResult(op)
-	if err != nil {
-		return 0, err
-	}
-	defer rsw.Rsw_result_free(r)
-	f(r, c.h)
-	if err := resultError(op, r); err != nil {
-		return 0, err
-	}
-	return r.GetValue(), nil
+	return withResult(op, func(r rsw.Rsw_result) error {
+		f(r, c.h)
+		return nil
+	})
 }
 
 // SetDomain puts rank in domain (any integer >= 0 naming a set of ranks

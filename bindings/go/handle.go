@@ -43,6 +43,23 @@ func newResult(op string) (rsw.Rsw_result, error) {
 	return r, nil
 }
 
+// withResult runs f with a fresh result and returns the value the result
+// holds, or f's own error, else the one the result records.
+func withResult(op string, f func(r rsw.Rsw_result) error) (int64, error) {
+	r, err := newResult(op)
+	if err != nil {
+		return 0, err
+	}
+	defer rsw.Rsw_result_free(r)
+	if err := f(r); err != nil {
+		return 0, err
+	}
+	if err := resultError(op, r); err != nil {
+		return 0, err
+	}
+	return r.GetValue(), nil
+}
+
 // resultError is nil when r holds RS_OK, else the *Error it records.
 func resultError(op string, r rsw.Rsw_result) error {
 	st := r.GetStatus()

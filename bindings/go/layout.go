@@ -28,18 +28,7 @@ func (l *Layout) do(op string, f func(r rsw.Rsw_result, h rsw.Struct_SS_rs_layou
 	if l.h == nil {
 		return 0, closedError(op, "layout")
 	}
-	r, err := newResult(op)
-	if err != nil {
-		return 0, err
-	}
-	defer rsw.Rsw_result_free(r)
-	if err := f(r, l.h); err != nil {
-		return 0, err
-	}
-	if err := resultError(op, r); err != nil {
-		return 0, err
-	}
-	return r.GetValue(), nil
+	return withResult(op, func(r rsw.Rsw_result) error { return f(r, l.h) })
 }
 
 // AddTensor declares a tensor: a unique non-empty UTF-8 name, a dtype and a

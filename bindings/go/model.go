@@ -160,16 +160,10 @@ func (m *Model) do(op string, f func(r rsw.Rsw_result, h rsw.Struct_SS_rs_model)
 	if m.h == nil {
 		return 0, closedError(op, "model")
 	}
-	r, err := newResult(op)
-	if err != nil {
-		return 0, err
-	}
-	defer rsw.Rsw_result_free(r)
-	f(r, m.h)
-	if err := resultError(op, r); err != nil {
-		return 0, err
-	}
-	return r.GetValue(), nil
+	return withResult(op, func(r rsw.Rsw_result) error {
+		f(r, m.h)
+		return nil
+	})
 }
 
 // Name is the model's name: the catalog's, or the config's

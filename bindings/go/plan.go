@@ -62,18 +62,7 @@ func (p *Plan) do(op string, f func(r rsw.Rsw_result, h rsw.Struct_SS_rs_plan) e
 	if p.h == nil {
 		return 0, closedError(op, "plan")
 	}
-	r, err := newResult(op)
-	if err != nil {
-		return 0, err
-	}
-	defer rsw.Rsw_result_free(r)
-	if err := f(r, p.h); err != nil {
-		return 0, err
-	}
-	if err := resultError(op, r); err != nil {
-		return 0, err
-	}
-	return r.GetValue(), nil
+	return withResult(op, func(r rsw.Rsw_result) error { return f(r, p.h) })
 }
 
 // Stat reads one figure of rank; rank AllRanks sums over ranks (Rounds and

@@ -138,18 +138,7 @@ func (rc *Recipe) do(op string, write bool, f func(r rsw.Rsw_result, h rsw.Struc
 	if rc.h == nil {
 		return 0, closedError(op, "recipe")
 	}
-	r, err := newResult(op)
-	if err != nil {
-		return 0, err
-	}
-	defer rsw.Rsw_result_free(r)
-	if err := f(r, rc.h); err != nil {
-		return 0, err
-	}
-	if err := resultError(op, r); err != nil {
-		return 0, err
-	}
-	return r.GetValue(), nil
+	return withResult(op, func(r rsw.Rsw_result) error { return f(r, rc.h) })
 }
 
 // Get reads a size or setting; an unknown p gives ErrBadParam.

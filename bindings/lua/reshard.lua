@@ -78,6 +78,29 @@ local function closederror(what)
     what .. " used after close()"), 0)
 end
 
+-- The handle (obj._h) of an object of class `name`, raising on a closed
+-- one.
+local function handle_of(name)
+  return function(self)
+    local h = self._h
+    if h == nil then closederror(name) end
+    return h
+  end
+end
+
+-- close(), __close and __gc for cls: destroy(h) frees the handle once.
+local function closable(cls, destroy)
+  function cls.close(self)
+    local h = self._h
+    if h ~= nil then
+      self._h = nil
+      destroy(h)
+    end
+  end
+  cls.__close = cls.close
+  cls.__gc = cls.close
+end
+
 -- Raise the error recorded in r, if any.
 local function check(r)
   if r.status ~= 0 then raise(r) end
@@ -760,11 +783,7 @@ local Context = {}
 Context.__index = Context
 Context.__name = "reshard.Context"
 
-local function context_handle(self)
-  local h = self._h
-  if h == nil then closederror("reshard.Context") end
-  return h
-end
+local context_handle = handle_of("reshard.Context")
 
 local function new_context(r)
   check(r)
@@ -919,15 +938,7 @@ end
 
 --- ctx:close(): drop this reference; layouts and plans made from the
 -- context keep it alive as long as they need it.
-function Context:close()
-  local h = self._h
-  if h ~= nil then
-    self._h = nil
-    C.rsw_context_destroy(h)
-  end
-end
-Context.__close = Context.close
-Context.__gc = Context.close
+closable(Context, C.rsw_context_destroy)
 Context.__tostring = function(self)
   if self._h == nil then return "reshard.Context (closed)" end
   return format("reshard.Context(%s, world %d)", self:transport(),
@@ -938,11 +949,7 @@ end
 -- Layouts
 ---------------------------------------------------------------------------
 
-local function layout_handle(self)
-  local h = self._h
-  if h == nil then closederror("reshard.Layout") end
-  return h
-end
+local layout_handle = handle_of("reshard.Layout")
 
 local function checkname(name)
   if type(name) ~= "string" then
@@ -1093,15 +1100,7 @@ function Layout:deserialize(bytes)
 end
 
 --- layout:close()
-function Layout:close()
-  local h = self._h
-  if h ~= nil then
-    self._h = nil
-    C.rsw_layout_destroy(h)
-  end
-end
-Layout.__close = Layout.close
-Layout.__gc = Layout.close
+closable(Layout, C.rsw_layout_destroy)
 Layout.__tostring = function(self)
   if self._h == nil then return "reshard.Layout (closed)" end
   return format("reshard.Layout(%d tensors, %d shards)", self:num_tensors(),
@@ -1116,11 +1115,7 @@ local Plan = {}
 Plan.__index = Plan
 Plan.__name = "reshard.Plan"
 
-local function plan_handle(self)
-  local h = self._h
-  if h == nil then closederror("reshard.Plan") end
-  return h
-end
+local plan_handle = handle_of("reshard.Plan")
 
 --- reshard.plan(src, dst) (also src:plan(dst)): what moves where. The plan
 -- copies what it needs: the layouts may be closed afterwards.
@@ -1387,11 +1382,7 @@ local Model = {}
 Model.__index = Model
 Model.__name = "reshard.recipes.Model"
 
-local function model_handle(self)
-  local h = self._h
-  if h == nil then closederror("reshard.recipes.Model") end
-  return h
-end
+local model_handle = handle_of("reshard.recipes.Model")
 
 local function is_model(v) return getmetatable(v) == Model end
 
@@ -1478,15 +1469,7 @@ function Model:get(p)
 end
 
 --- model:close()
-function Model:close()
-  local h = self._h
-  if h ~= nil then
-    self._h = nil
-    C.rsw_model_destroy(h)
-  end
-end
-Model.__close = Model.close
-Model.__gc = Model.close
+closable(Model, C.rsw_model_destroy)
 Model.__tostring = function(self)
   if self._h == nil then return "reshard.recipes.Model (closed)" end
   return format("reshard.recipes.Model(%s, %d tensors)", self:name(),
@@ -1497,11 +1480,7 @@ local Recipe = {}
 Recipe.__index = Recipe
 Recipe.__name = "reshard.recipes.Recipe"
 
-local function recipe_handle(self)
-  local h = self._h
-  if h == nil then closederror("reshard.recipes.Recipe") end
-  return h
-end
+local recipe_handle = handle_of("reshard.recipes.Recipe")
 
 local function spec(s, what)
   if type(s) ~= "string" or s:find("\0", 1, true) then
@@ -1667,15 +1646,7 @@ function Recipe:shards(side, rank)
 end
 
 --- recipe:close()
-function Recipe:close()
-  local h = self._h
-  if h ~= nil then
-    self._h = nil
-    C.rsw_recipe_destroy(h)
-  end
-end
-Recipe.__close = Recipe.close
-Recipe.__gc = Recipe.close
+closable(Recipe, C.rsw_recipe_destroy)
 Recipe.__tostring = function(self)
   if self._h == nil then return "reshard.recipes.Recipe (closed)" end
   return format("reshard.recipes.Recipe(train world %d, infer world %d)",
