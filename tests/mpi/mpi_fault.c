@@ -300,6 +300,24 @@ static bool acceptable_allgather(hcase *c, rs_status st, const rs_layout *l,
   return ok;
 }
 
+/* A context with timeout_ms and a layout of one f32 tensor [np, 4] where
+ * each rank describes its own row only (to be allgathered). Whether every
+ * rank got there. */
+static bool own_row_layout(hcase *c, int timeout_ms, rs_context **ctx,
+                           rs_layout **l) {
+  int64_t shape[2] = {h_np, 4};
+  if (h_ok(c, h_context(MPI_COMM_WORLD, timeout_ms, ctx), NULL,
+           "rs_context_create_mpi") &&
+      h_ok(c, rs_layout_create(*ctx, l), *ctx, "layout") &&
+      h_ok(c, rs_layout_add_tensor(*l, "t", RS_DTYPE_F32, 2, shape), *ctx,
+           "tensor") &&
+      h_ok(c, rs_layout_add_shard(*l, "t", h_rank, (int64_t[]){h_rank, 0},
+                                  (int64_t[]){1, 4}, 0, 0, NULL),
+           *ctx, "shard")) {
+  }
+  return h_all_ok(c);
+}
+
 /* Rank 1 calls rs_layout_allgather 2.5 s late (timeout 1 s); the others
  * time out and try once more. Every call must end in bounded time with the
  * whole layout or a timeout/transport error, and every process must reach
@@ -309,17 +327,7 @@ static void case_allgather_late(hcase *c) {
   int late = 1 % h_np;
   rs_context *ctx = NULL;
   rs_layout *l = NULL;
-  int64_t shape[2] = {h_np, 4};
-  if (h_ok(c, h_context(MPI_COMM_WORLD, 1000, &ctx), NULL,
-           "rs_context_create_mpi") &&
-      h_ok(c, rs_layout_create(ctx, &l), ctx, "layout") &&
-      h_ok(c, rs_layout_add_tensor(l, "t", RS_DTYPE_F32, 2, shape), ctx,
-           "tensor") &&
-      h_ok(c, rs_layout_add_shard(l, "t", h_rank, (int64_t[]){h_rank, 0},
-                                  (int64_t[]){1, 4}, 0, 0, NULL),
-           ctx, "shard")) {
-  }
-  if (!h_all_ok(c)) goto done;
+  if (!own_row_layout(c, 1000, &ctx, &l)) goto done;
   if (h_rank == late) {
     h_sleep_ms(2500);
     double t0 = h_now();
@@ -375,17 +383,7 @@ static void *abort_after(void *arg) {
 static void case_allgather_aborted(hcase *c) {
   rs_context *ctx = NULL;
   rs_layout *l = NULL;
-  int64_t shape[2] = {h_np, 4};
-  if (h_ok(c, h_context(MPI_COMM_WORLD, 20000, &ctx), NULL,
-           "rs_context_create_mpi") &&
-      h_ok(c, rs_layout_create(ctx, &l), ctx, "layout") &&
-      h_ok(c, rs_layout_add_tensor(l, "t", RS_DTYPE_F32, 2, shape), ctx,
-           "tensor") &&
-      h_ok(c, rs_layout_add_shard(l, "t", h_rank, (int64_t[]){h_rank, 0},
-                                  (int64_t[]){1, 4}, 0, 0, NULL),
-           ctx, "shard")) {
-  }
-  if (!h_all_ok(c)) goto done;
+  if (!own_row_layout(c, 20000, &ctx, &l)) goto done;
   rs_status st;
   double dt;
   if (h_rank == 0) {
