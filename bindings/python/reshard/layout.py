@@ -315,11 +315,13 @@ class Layout(_Handle):
                          "%r is one of %s" % (strided,
                                               ", ".join(STRIDED_ORDERS)))
         dtypes = dtypes or {}
-        # A state dict shares a few meshes and placement lists among all
-        # its tensors: each is converted once per call (keyed by identity;
-        # the dict keeps them alive meanwhile).
-        meshes: Dict[int, DeviceMesh] = {}
-        placed: Dict[int, Tuple[Any, ...]] = {}
+        # A state dict shares a few meshes and placement tuples among all
+        # its tensors: each is converted once per call, keyed by identity
+        # (each entry holds its key object, so that no id is reused by
+        # another object while the call runs; a placement list, which may
+        # change, is read every time).
+        meshes: Dict[int, Tuple[Any, DeviceMesh]] = {}
+        placed: Dict[int, Tuple[Any, Tuple[Any, ...]]] = {}
         by_value: Dict[Any, Tuple[Any, ...]] = {}
         for i, (name, value) in enumerate(state_dict.items()):
             buf = first_buffer + i
@@ -339,13 +341,18 @@ class Layout(_Handle):
             names = self._buffer_names
             if is_dtensor(value):
                 dm = value.device_mesh
-                mesh = meshes.get(id(dm))
-                if mesh is None:
-                    mesh = meshes[id(dm)] = DeviceMesh.of(dm)
+                got_mesh = meshes.get(id(dm))
+                if got_mesh is None:
+                    got_mesh = meshes[id(dm)] = (dm, DeviceMesh.of(dm))
+                mesh = got_mesh[1]
                 ps = value.placements
-                places = placed.get(id(ps))
-                if places is None:
-                    places = placed[id(ps)] = _placements(ps, by_value)
+                got_places = placed.get(id(ps)) if type(ps) is tuple \
+                    else None
+                if got_places is None:
+                    got_places = (ps, _placements(ps, by_value))
+                    if type(ps) is tuple:
+                        placed[id(ps)] = got_places
+                places = got_places[1]
                 if rank_i is None:
                     self._place(name, mesh, places, buf, 0, None, strided)
                     for r in mesh.ranks:

@@ -232,3 +232,38 @@ def test_context_settings(ctx):
     ctx.set_param(reshard.Param.TIMEOUT_MS, 5000)
     assert ctx.timeout_ms == 5000
     assert "local" in repr(ctx)
+
+
+def test_add_state_dict_reads_placements_of_every_tensor(ctx):
+    """add_state_dict converts a mesh or a placement tuple once per call
+    (by identity); a placement list may be one object changed between
+    tensors, and each tensor's own must still be read."""
+    import numpy as np
+    from reshard import Replicate, Shard
+
+    kinds = [[Shard(0)], [Replicate()], [Shard(1)]]
+    local = {0: (4, 6), 1: (8, 6), 2: (8, 3)}
+    shared: list = []  # one list, refilled at every access
+    mesh = reshard.DeviceMesh((2,), [0, 1])
+
+    class Duck:
+        def __init__(self, i):
+            self.i = i
+            self.shape = (8, 6)
+            self.local = np.zeros(local[i % 3], np.float32)
+
+        dtype = property(lambda self: self.local.dtype)
+        device_mesh = property(lambda self: mesh)
+
+        @property
+        def placements(self):
+            shared[:] = kinds[self.i % 3]
+            return shared
+
+        def to_local(self):
+            return self.local
+
+    sd = {"t%d" % i: Duck(i) for i in range(30)}
+    lay = ctx.layout().add_state_dict(sd, rank=0)
+    for i in range(30):
+        assert lay._needs[(0, i)].regions[0].shape == local[i % 3], i
