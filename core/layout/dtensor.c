@@ -158,10 +158,11 @@ static rs_status strided_step(rsi_runs *r, int64_t f, int64_t n, int64_t c,
 }
 
 void rsi_dtensor_runs_free(rsi_dtensor_runs *r) {
-  for (int d = 0; d < RSI_MAX_DIMS; d++) {
-    free(r->dim[d].heap);
-    r->dim[d].heap = NULL;
-  }
+  for (int d = 0; d < r->ndim; d++) /* only these ever get a heap */
+    if (r->dim[d].heap) {
+      free(r->dim[d].heap);
+      r->dim[d].heap = NULL;
+    }
 }
 
 /* ---- placements ---------------------------------------------------------- */
@@ -392,11 +393,8 @@ rs_status rsi_dtensor_coord_runs(const rsi_dtensor_spec *s,
                                  const int64_t *coord, rsi_dtensor_runs *out,
                                  rsi_err *err) {
   out->ndim = s->ndim;
-  for (int d = 0; d < RSI_MAX_DIMS; d++) {
-    rsi_runs *r = &out->dim[d];
-    *r =
-        (rsi_runs){.n = d < s->ndim, .one = {0, d < s->ndim ? s->shape[d] : 0}};
-  }
+  for (int d = 0; d < s->ndim; d++)
+    out->dim[d] = (rsi_runs){.n = 1, .one = {0, s->shape[d]}};
   for (int a = 0; a < s->mesh_ndim; a++)
     if (coord[a] < 0 || coord[a] >= s->mesh_shape[a])
       return RSI_FAIL(err, RS_ERR_INVALID_ARGUMENT,
