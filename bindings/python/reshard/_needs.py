@@ -9,7 +9,7 @@ came from another rank (allgather, deserialize) are that rank's to bind.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from . import _native as N
 from .dtypes import DType
@@ -28,35 +28,33 @@ class Region(NamedTuple):
 
 
 class BufferNeed:
-    """The regions of one (rank, buffer) and the bytes they reach."""
+    """The regions of one (rank, buffer) and the bytes they reach. A
+    value: adding a region makes a new one (a plan keeps the needs of
+    its layouts as they were when it was made, without copying them)."""
 
-    __slots__ = ("nbytes", "regions", "dtypes")
+    __slots__ = ("nbytes", "regions", "dtypes", "single_shape")
 
-    def __init__(self) -> None:
-        self.nbytes = 0
-        self.regions: List[Region] = []
-        self.dtypes: List[DType] = []  # sorted, each once
+    def __init__(self, regions: Tuple[Region, ...] = (), nbytes: int = 0,
+                 dtypes: Tuple[DType, ...] = ()) -> None:
+        self.nbytes = nbytes
+        self.regions = regions
+        self.dtypes = dtypes  # sorted, each once
+        # The shape of the one dense local tensor the buffer holds at
+        # byte 0; None when it holds anything else.
+        self.single_shape: Optional[Tuple[int, ...]] = \
+            regions[0].shape if len(regions) == 1 and \
+            regions[0].byte_offset == 0 else None
 
-    def add(self, region: Region, reach: int) -> None:
-        self.regions.append(region)
-        if reach > self.nbytes:
-            self.nbytes = reach
-        if region.dtype not in self.dtypes:
-            self.dtypes = sorted(self.dtypes + [region.dtype])
+    def plus(self, region: Region, reach: int) -> "BufferNeed":
+        """This need and ``region``, which reaches byte ``reach``."""
+        dtypes = self.dtypes if region.dtype in self.dtypes else \
+            tuple(sorted(self.dtypes + (region.dtype,)))
+        return BufferNeed(self.regions + (region,), max(self.nbytes, reach),
+                          dtypes)
 
-    def copy(self) -> "BufferNeed":
-        c = BufferNeed()
-        c.nbytes, c.regions = self.nbytes, list(self.regions)
-        c.dtypes = list(self.dtypes)
-        return c
-
-    @property
-    def single_shape(self) -> Optional[Tuple[int, ...]]:
-        """The shape of the one dense local tensor the buffer holds at
-        byte 0; None when it holds anything else."""
-        if len(self.regions) == 1 and self.regions[0].byte_offset == 0:
-            return self.regions[0].shape
-        return None
+    def at_least(self, nbytes: int) -> "BufferNeed":
+        """This need, with at least ``nbytes`` bytes."""
+        return BufferNeed(self.regions, max(self.nbytes, nbytes), self.dtypes)
 
     def describe(self) -> str:
         if len(self.regions) == 1:
@@ -97,6 +95,10 @@ def check(need: Optional[BufferNeed], bound: Any, what: str,
     tensor, what was declared and what was given."""
     if need is None or not need.regions or not check_dtype:
         return
+    shape = need.single_shape
+    if shape is not None and bound.dtype is need.dtypes[0] and \
+            bound.shape == shape:
+        return  # the usual case: the shard's own dtype and shape
     dtypes = need.dtypes
     if bound.dtype is None or (bound.dtype == DType.U8 and
                                DType.U8 not in dtypes):
@@ -115,7 +117,6 @@ def check(need: Optional[BufferNeed], bound: Any, what: str,
                          dtypes[0].short_name, dtypes[0].short_name))
     if bound.nbytes < need.nbytes:
         return  # too small: the library refuses it (see Plan.bind)
-    shape = need.single_shape
     got = bound.shape
     if shape is not None and got is not None:
         flat = len(got) == 1 and got[0] == _count(shape)

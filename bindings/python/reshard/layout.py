@@ -4,7 +4,6 @@ its buffers."""
 from __future__ import annotations
 
 import enum
-import math
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
@@ -54,6 +53,10 @@ class TensorInfo(NamedTuple):
         for s in self.shape:
             n *= s
         return n
+
+
+def _has_strided(places: Tuple[Any, ...]) -> bool:
+    return any(type(p) is StridedShard for p in places)
 
 
 def _placements(ps: Sequence[Any],
@@ -112,16 +115,20 @@ class Layout(_Handle):
         ``numpy.float16``, ``torch.bfloat16``, ...) and ``shape``."""
         if not isinstance(name, str):
             raise TypeError("a tensor name is a str")
-        dt = to_dtype(dtype)
-        shp = N.int_list(shape, "shape")
-        if not shp:
+        self._declare(name, to_dtype(dtype),
+                      tuple(N.int_list(shape, "shape")))
+        return self
+
+    def _declare(self, name: str, dt: DType, shape: Tuple[int, ...]) -> None:
+        """add_tensor on a name, a DType and a tuple of ints (the C call
+        checks their range)."""
+        if not shape:
             raise N.fail(Status.BAD_SHAPE, "tensor '%s': a shape has 1 to "
                          "16 dimensions, not 0" % name)
         r = N.result()
-        C.rsw_layout_add_tensor(r, self._h(), name, int(dt), shp)
+        C.rsw_layout_add_tensor(r, self._h(), name, int(dt), shape)
         self._check(r)
-        self._tensors[name] = TensorInfo(name, dt, tuple(shp))
-        return self
+        self._tensors[name] = TensorInfo(name, dt, shape)
 
     def _need(self, name: str, rank: int, buffer: int, byte_offset: int,
               extent: Sequence[int], strides: Optional[Sequence[int]],
@@ -132,21 +139,37 @@ class Layout(_Handle):
         info = self._tensors.get(name)
         if info is None:
             return
-        size = info.dtype.itemsize
         dense = local_shape if local_shape is not None else \
             (None if strides else extent)
         if dense is not None:
-            if min(dense, default=0) <= 0:
+            self._need_dense(info, rank, buffer, byte_offset, tuple(dense))
+            return
+        if min(extent, default=0) <= 0:
+            return
+        span = 1 + sum((e - 1) * s for e, s in zip(extent, strides or ()))
+        self._need_region(rank, buffer, Region(name, info.dtype, byte_offset,
+                                               None),
+                          byte_offset + span * info.dtype.itemsize)
+
+    def _need_dense(self, info: TensorInfo, rank: int, buffer: int,
+                    byte_offset: int, shape: Tuple[int, ...]) -> None:
+        """(rank, buffer) holds a dense local tensor of ``info`` of
+        ``shape`` at ``byte_offset`` (nothing when it is empty)."""
+        n = info.dtype.itemsize
+        for s in shape:
+            if s <= 0:
                 return
-            span = math.prod(dense)
-        else:
-            if min(extent, default=0) <= 0:
-                return
-            span = 1 + sum((e - 1) * s for e, s in zip(extent, strides or ()))
-        region = Region(name, info.dtype, byte_offset,
-                        tuple(dense) if dense is not None else None)
-        self._needs.setdefault((rank, buffer), BufferNeed()).add(
-            region, byte_offset + span * size)
+            n *= s
+        self._need_region(rank, buffer, Region(info.name, info.dtype,
+                                               byte_offset, shape),
+                          byte_offset + n)
+
+    def _need_region(self, rank: int, buffer: int, region: Region,
+                     reach: int) -> None:
+        key = (rank, buffer)
+        need = self._needs.get(key)
+        self._needs[key] = BufferNeed((region,), reach, (region.dtype,)) \
+            if need is None else need.plus(region, reach)
 
     def add_shard(self, name: str, rank: int, offset: Sequence[int],
                   extent: Sequence[int], buffer: int = 0,
@@ -225,9 +248,12 @@ class Layout(_Handle):
 
     def _place(self, name: str, m: DeviceMesh, places: Tuple[Any, ...],
                buffer: int, byte_offset: int, only_rank: Optional[int],
-               strided: Optional[str]) -> "Layout":
-        """add_dtensor on checked arguments (placements of this module)."""
-        is_strided = any(type(p) is StridedShard for p in places)
+               strided: Optional[str],
+               is_strided: Optional[bool] = None) -> "Layout":
+        """add_dtensor on checked arguments (placements of this module;
+        ``is_strided``: whether one is a StridedShard, when known)."""
+        if is_strided is None:
+            is_strided = _has_strided(places)
         if only_rank is None and not is_strided:
             return self._add_dtensor_all(name, m, places, buffer,
                                          byte_offset)
@@ -253,7 +279,7 @@ class Layout(_Handle):
         for rank in ranks:
             got = m._pieces(info.shape, places, rank, order)
             if got is not None:
-                self._add_local(name, info, rank, got, buffer, byte_offset)
+                self._add_local(info, rank, got, buffer, byte_offset)
         return self
 
     def _add_dtensor_all(self, name: str, m: DeviceMesh, places: List[Any],
@@ -268,24 +294,23 @@ class Layout(_Handle):
         if info is not None:
             places_t = tuple(places)
             for rank in m.ranks:
-                shape = m._pieces(info.shape, places_t, rank).shape
-                self._need(name, rank, buffer, byte_offset, shape, None)
+                self._need_dense(info, rank, buffer, byte_offset,
+                                 m._pieces(info.shape, places_t, rank).shape)
         return self
 
-    def _add_local(self, name: str, info: TensorInfo, rank: int,
-                   pieces: Pieces, buffer: int, byte_offset: int) -> None:
+    def _add_local(self, info: TensorInfo, rank: int, pieces: Pieces,
+                   buffer: int, byte_offset: int) -> None:
         """The boxes of one rank's dense local tensor (``pieces``) at
-        ``byte_offset`` of its buffer."""
-        if not pieces.boxes:
+        ``byte_offset`` of its buffer; ``rank`` fits a C int."""
+        boxes = pieces.boxes
+        if not boxes:
             return
-        rank_i = N.int32(rank, "rank", Status.UNKNOWN_RANK)
-        strides = [] if len(pieces.boxes) == 1 else pieces.strides
+        strides = [] if len(boxes) == 1 else pieces.strides
         size = info.dtype.itemsize
-        for offset, extent, at in pieces.boxes:
-            self._add_box(name, rank_i, offset, extent, buffer,
+        for offset, extent, at in boxes:
+            self._add_box(info.name, rank, offset, extent, buffer,
                           byte_offset + at * size, strides)
-        self._need(name, rank_i, buffer, byte_offset, pieces.shape, None,
-                   pieces.shape)
+        self._need_dense(info, rank, buffer, byte_offset, pieces.shape)
 
     # ---- a whole state dict --------------------------------------------------
 
@@ -321,47 +346,28 @@ class Layout(_Handle):
         # another object while the call runs; a placement list, which may
         # change, is read every time).
         meshes: Dict[int, Tuple[Any, DeviceMesh]] = {}
-        placed: Dict[int, Tuple[Any, Tuple[Any, ...]]] = {}
+        placed: Dict[int, Tuple[Any, Tuple[Any, ...], bool]] = {}
         by_value: Dict[Any, Tuple[Any, ...]] = {}
+        tensors, names = self._tensors, self._buffer_names
         for i, (name, value) in enumerate(state_dict.items()):
             buf = first_buffer + i
             dt = dtypes.get(name)
             dt = to_dtype(dt if dt is not None else
                           getattr(value, "dtype", None))
             shape = tuple(map(int, value.shape))
-            known = self._tensors.get(name)
+            known = tensors.get(name)
             if known is None:
-                self.add_tensor(name, dt, shape)
+                if not isinstance(name, str):
+                    raise TypeError("a tensor name is a str, not %s"
+                                    % type(name).__name__)
+                self._declare(name, dt, shape)
             elif known.dtype != dt or known.shape != shape:
                 raise N.fail(Status.DUPLICATE_NAME, "add_state_dict: '%s' is "
                              "already declared as %s %s, not %s %s" % (
                                  name, known.dtype.short_name,
                                  list(known.shape), dt.short_name,
                                  list(shape)))
-            names = self._buffer_names
-            if is_dtensor(value):
-                dm = value.device_mesh
-                got_mesh = meshes.get(id(dm))
-                if got_mesh is None:
-                    got_mesh = meshes[id(dm)] = (dm, DeviceMesh.of(dm))
-                mesh = got_mesh[1]
-                ps = value.placements
-                got_places = placed.get(id(ps)) if type(ps) is tuple \
-                    else None
-                if got_places is None:
-                    got_places = (ps, _placements(ps, by_value))
-                    if type(ps) is tuple:
-                        placed[id(ps)] = got_places
-                places = got_places[1]
-                if rank_i is None:
-                    self._place(name, mesh, places, buf, 0, None, strided)
-                    for r in mesh.ranks:
-                        names.setdefault(r, {})[name] = buf
-                else:
-                    self._place(name, mesh, places, buf, 0, rank_i, strided)
-                    if rank_i in mesh:
-                        names.setdefault(rank_i, {})[name] = buf
-            else:
+            if not is_dtensor(value):
                 if rank_i is None:
                     raise N.fail(Status.INVALID_ARGUMENT, "add_state_dict: "
                                  "'%s' is a plain %s, held whole by the "
@@ -369,6 +375,29 @@ class Layout(_Handle):
                                      name, type(value).__name__))
                 self.add_shard(name, rank_i, [0] * len(shape), shape, buf)
                 names.setdefault(rank_i, {})[name] = buf
+                continue
+            dm = value.device_mesh
+            got_mesh = meshes.get(id(dm))
+            if got_mesh is None:
+                got_mesh = meshes[id(dm)] = (dm, DeviceMesh.of(dm))
+            mesh = got_mesh[1]
+            ps = value.placements
+            got = placed.get(id(ps)) if type(ps) is tuple else None
+            if got is None:
+                places = _placements(ps, by_value)
+                got = (ps, places, _has_strided(places))
+                if type(ps) is tuple:
+                    placed[id(ps)] = got
+            if rank_i is None:
+                self._place(name, mesh, got[1], buf, 0, None, strided,
+                            got[2])
+                for r in mesh.ranks:
+                    names.setdefault(r, {})[name] = buf
+            else:
+                self._place(name, mesh, got[1], buf, 0, rank_i, strided,
+                            got[2])
+                if rank_i in mesh:
+                    names.setdefault(rank_i, {})[name] = buf
         return self
 
     def name_buffer(self, rank: int, name: str, buffer: int) -> "Layout":

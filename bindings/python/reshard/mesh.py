@@ -419,6 +419,10 @@ class DeviceMesh:
         if ranks is None:
             ranks = range(size)
         self.ranks: Tuple[int, ...] = tuple(N.int_list(ranks, "mesh ranks"))
+        for r in self.ranks:
+            if not N.INT_MIN <= r <= N.INT_MAX:
+                raise N.fail(Status.UNKNOWN_RANK, "mesh rank %d does not "
+                             "fit a C int" % r)
         if len(self.ranks) != size:
             raise N.fail(Status.INVALID_ARGUMENT, "a mesh of shape %r has %d "
                          "ranks, not %d" % (self.shape, size, len(self.ranks)))

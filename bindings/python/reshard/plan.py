@@ -120,8 +120,7 @@ class Plan(_Handle):
         self.context: Context = src.context
         # What the plan's buffers need (as far as Python saw it added),
         # and the names a state dict binds by, per side.
-        self._needs = tuple({k: v.copy() for k, v in lay._needs.items()}
-                            for lay in (src, dst))
+        self._needs = (dict(src._needs), dict(dst._needs))
         self._buffer_names = tuple(
             {rank: dict(names) for rank, names in lay._buffer_names.items()}
             for lay in (src, dst))

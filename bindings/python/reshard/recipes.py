@@ -288,8 +288,6 @@ def _name_buffer(layout: Layout, rank: int, buffer: int, name: str,
     its framework name, its bytes, and the one dtype its shards are held
     in (every recipe buffer has one; None would check the size alone)."""
     layout.name_buffer(rank, name, buffer)
-    need = layout._needs.setdefault((rank, buffer), BufferNeed())
-    if dt is not None:
-        need.add(Region(name, dt, 0, None), nbytes)
-    else:
-        need.nbytes = max(need.nbytes, nbytes)
+    need = layout._needs.get((rank, buffer), BufferNeed())
+    layout._needs[(rank, buffer)] = need.at_least(nbytes) if dt is None \
+        else need.plus(Region(name, dt, 0, None), nbytes)

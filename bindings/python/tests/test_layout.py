@@ -55,6 +55,10 @@ def test_mesh():
         DeviceMesh((2,), [1, 1])
     with pytest.raises(ValueError):
         Shard(-1)
+    with pytest.raises(reshard.Error) as e:  # a rank is a C int
+        DeviceMesh((2,), [0, 1 << 31])
+    assert e.value.status == Status.UNKNOWN_RANK and "2147483648" in str(
+        e.value)
 
 
 def test_uneven_shards_follow_torch_chunk():
