@@ -130,6 +130,51 @@ fail:
 }
 %typemap(freearg) const rsw_ints * %{ rsw_ints_free(temp$argnum); %}
 
+/* Log lines to a Python callable fn(level, subsystem, rank, message)
+ * (None: back to RESHARD_DEBUG_FILE or stderr). The library may call from
+ * any of its threads: the sink takes the GIL (every other wrapped call
+ * lets go of it, -threads) and reports an exception of fn as unraisable.
+ * The callable is only read and changed holding the GIL. */
+%{
+static PyObject *rsw_py_log_fn = NULL;
+static void rsw_py_log_sink(void *user, rs_log_level level, unsigned subsys,
+                            int rank, const char *message) {
+  PyGILState_STATE gil;
+  (void)user;
+  if (!Py_IsInitialized()) return;
+  gil = PyGILState_Ensure();
+  if (rsw_py_log_fn) {
+    PyObject *fn = rsw_py_log_fn, *text, *got;
+    Py_INCREF(fn);
+    text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message),
+                                "replace");
+    got = text ? PyObject_CallFunction(fn, "iIiO", (int)level, subsys, rank,
+                                       text)
+               : NULL;
+    if (!got) PyErr_WriteUnraisable(fn);
+    Py_XDECREF(got);
+    Py_XDECREF(text);
+    Py_DECREF(fn);
+  }
+  PyGILState_Release(gil);
+}
+%}
+%nothread rsw_py_log_route;
+%inline %{
+void rsw_py_log_route(PyObject *fn) {
+  PyObject *old = rsw_py_log_fn;
+  if (fn == Py_None) {
+    rs_log_set_callback(NULL, NULL);
+    rsw_py_log_fn = NULL;
+  } else {
+    Py_INCREF(fn);
+    rsw_py_log_fn = fn;
+    rs_log_set_callback(rsw_py_log_sink, NULL);
+  }
+  Py_XDECREF(old);
+}
+%}
+
 /* The address of the first byte of a buffer-protocol object (a
  * memoryview), 0 when it exports none: what Plan.bind hands the library,
  * read here rather than through ctypes. Runs holding the GIL. */

@@ -321,6 +321,29 @@ const char *rsw_status_name(int status) {
   return rs_status_name((rs_status)status);
 }
 const char *rsw_dtype_name(int dtype) { return rs_dtype_name((rs_dtype)dtype); }
+
+void rsw_log_set_level(rsw_result *r, int level, int64_t subsystems) {
+  begin(r);
+  if (subsystems < 0 || subsystems > (int64_t)RS_LOG_ALL) {
+    failf(r, RS_ERR_INVALID_ARGUMENT,
+          "log subsystems %lld: a mask of RS_LOG_* bits, 0 to 0x%x",
+          (long long)subsystems, RS_LOG_ALL);
+    return;
+  }
+  end(r, rs_log_set_level((rs_log_level)level, (unsigned)subsystems), NULL);
+}
+
+int rsw_log_level(void) {
+  rs_log_level level = RS_LOG_NONE;
+  rs_log_get_level(&level, NULL);
+  return (int)level;
+}
+
+int64_t rsw_log_subsystems(void) {
+  unsigned bits = 0;
+  rs_log_get_level(NULL, &bits);
+  return (int64_t)bits;
+}
 int64_t rsw_dtype_size(int dtype) {
   return (int64_t)rs_dtype_size((rs_dtype)dtype);
 }

@@ -86,6 +86,12 @@ const char *rsw_status_name(int status);
 const char *rsw_dtype_name(int dtype);
 int64_t rsw_dtype_size(int dtype);
 
+/* ---- logging (rs_log_*, since 0.6): the process's level and subsystems;
+ * where the lines go is each language's (Python: rsw_py_log_route) ------ */
+void rsw_log_set_level(rsw_result *r, int level, int64_t subsystems);
+int rsw_log_level(void);
+int64_t rsw_log_subsystems(void);
+
 /* ---- contexts (value: world size, rank, ... as noted) --------------------- */
 void rsw_context_create_local(rsw_result *r, int world_size);
 void rsw_context_create_mpi(rsw_result *r, int64_t fortran_comm);

@@ -4,6 +4,7 @@
  * on (transport, engine) is set and torn down by session/open.c. */
 #include "base/context.h"
 
+#include "base/log_sink.h"
 #include "base/progress.h"
 
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static int64_t timeout_from_env(void) {
 
 rs_status rsi_context_new(int world_size, int rank, rs_transport_kind kind,
                           rs_context **out) {
+  rsi_log_start();
   rs_context *ctx = calloc(1, sizeof *ctx);
   int *domains = calloc((size_t)world_size, sizeof *domains);
   rsi_err *err = calloc(1, sizeof *err);

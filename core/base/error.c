@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "base/status.h"
 #include "base/utf8.h"
 
 static _Thread_local rsi_err thread_err;
@@ -53,5 +55,11 @@ rs_status rsi_fail(rsi_err *err, rs_status status, const char *file, int line,
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
   snprintf(err->msg + n, sizeof err->msg - n, " [%s:%d]", base, line);
+  if (rsi_log_on(RS_LOG_WARN, RS_LOG_ALL)) {
+    unsigned subsys = rsi_log_subsys_of(file);
+    if (rsi_log_on(RS_LOG_WARN, subsys))
+      rsi_log_emit(RS_LOG_WARN, subsys, -1, "%s: %s", rsi_status_name(status),
+                   err->msg);
+  }
   return status;
 }

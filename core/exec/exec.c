@@ -23,8 +23,11 @@
 #include "exec/exec_guard.h"
 #include "exec/exec_run.h"
 #include "exec/exec_state.h"
+#include "base/clock.h"
+#include "base/log.h"
 #include "base/progress.h"
 #include "base/sigpipe.h"
+#include "base/status.h"
 #include "transport/transport.h"
 
 static const char *side_name(int side) {
@@ -311,6 +314,11 @@ static rs_status end_execution(rs_plan *plan, rs_status st) {
   x->last = st;
   x->undrained = st == RS_OK && queued(plan);
   plan->ctx->running = NULL;
+  if (x->started_ns)
+    RSI_LOG(RS_LOG_INFO, RS_LOG_EXEC, plan->ctx->rank,
+            "plan %p: execution ended %s in %.3f ms%s", (void *)plan,
+            rsi_status_name(st), (double)(rsi_now_ns() - x->started_ns) / 1e6,
+            x->undrained ? " (its queue still runs)" : "");
   return st;
 }
 
@@ -429,6 +437,7 @@ static rs_status start_execution(rs_plan *plan, void *queue, bool async) {
   if (ctx->transport->ops->set_integrity)
     ctx->transport->ops->set_integrity(ctx->transport, plan->integrity);
   ctx->running = plan;
+  x->started_ns = rsi_log_on(RS_LOG_INFO, RS_LOG_EXEC) ? rsi_now_ns() : 0;
   x->queue = queue;
   x->undrained = false;
   rsi_driver_begin(x->driver);

@@ -10,6 +10,7 @@
 #include "base/dtype.h"
 #include "exec/exec_guard.h"
 #include "base/grow.h"
+#include "base/log.h"
 #include "transport/transport.h"
 
 /* ---- building ------------------------------------------------------------ */
@@ -579,6 +580,12 @@ static rs_status advance(rs_plan *plan, rsi_driver *d, rsi_part *p,
                          void *queue, bool *progress, rsi_err *err) {
   while (p->next < p->s.nsteps && may_begin(p)) {
     if (p->next == p->oldest) p->since = rsi_now_ms();
+    RSI_LOG(RS_LOG_TRACE, RS_LOG_EXEC, p->s.rank,
+            "plan %p: step %lld of %lld begins (round %d, stage %d, %lld "
+            "messages)",
+            (void *)plan, (long long)p->next, (long long)p->s.nsteps,
+            (int)p->s.steps[p->next].round, (int)p->s.steps[p->next].stage,
+            (long long)p->s.steps[p->next].n);
     RSI_TRY(begin_step(plan, d, p, p->next, queue, err));
     p->next++;
     *progress = true;
@@ -589,6 +596,9 @@ static rs_status advance(rs_plan *plan, rsi_driver *d, rsi_part *p,
                           &done, err));
   if (!done) return RS_OK;
   RSI_TRY(finish_step(plan, d, p, p->oldest, queue, err));
+  RSI_LOG(RS_LOG_TRACE, RS_LOG_EXEC, p->s.rank,
+          "plan %p: step %lld ended after %lld ms", (void *)plan,
+          (long long)p->oldest, (long long)(rsi_now_ms() - p->since));
   p->oldest++;
   p->since = rsi_now_ms();
   *progress = true;

@@ -39,6 +39,9 @@ struct rsi_exec {
    * ascending; found at the first execution. */
   int *peers;
   int npeers;
+  /* When the execution in flight started (rsi_now_ns), for the INFO log;
+   * 0 when that log was off then. */
+  int64_t started_ns;
 };
 
 /* Where the execution of plan records a failure (see rsi_exec.err). */

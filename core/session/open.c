@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "base/log.h"
 #include "base/sigpipe.h"
 #include "copy/copy_pool.h"
 #include "copy/engine.h"
@@ -45,6 +46,12 @@ rs_status rsi_context_create(int world_size, int rank, rs_transport_kind kind,
   ctx->transport = transport;
   ctx->close = close_context;
   *out = ctx;
+  static const char *const kinds[] = {"?", "local", "MPI", "NCCL"};
+  RSI_LOG(RS_LOG_INFO, RS_LOG_CONTEXT, rank,
+          "context %p: %s transport, rank %d of %d, %d copy threads",
+          (void *)ctx,
+          (unsigned)kind < sizeof kinds / sizeof *kinds ? kinds[kind] : "?",
+          rank, world_size, (int)ctx->copy_threads);
   return RS_OK;
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/context.h"
 #include "base/dtype.h"
 #include "base/status.h"
@@ -533,8 +534,10 @@ bool rsi_plan_per_rank(const rs_context *ctx) {
          ctx->rounds == RS_ROUNDS_BY_DOMAIN_PAIR && tp && tp->control;
 }
 
-rs_status rsi_session_plan_create(const rs_layout *src, const rs_layout *dst,
-                                  rs_plan **out) {
+/* The plan of the whole world, or this rank's part of it and the
+ * exchange of parts (rsi_session_plan_create). */
+static rs_status plan_create(const rs_layout *src, const rs_layout *dst,
+                             rs_plan **out) {
   rs_context *ctx = src->ctx;
   if (dst->ctx != ctx || !rsi_plan_per_rank(ctx))
     return rsi_plan_create(src, dst, out);
@@ -553,4 +556,19 @@ rs_status rsi_session_plan_create(const rs_layout *src, const rs_layout *dst,
   plan->domain_part = false; /* it runs, with the others' parts */
   *out = plan;
   return RS_OK;
+}
+
+rs_status rsi_session_plan_create(const rs_layout *src, const rs_layout *dst,
+                                  rs_plan **out) {
+  int64_t t0 = rsi_log_on(RS_LOG_INFO, RS_LOG_PLAN) ? rsi_now_ns() : 0;
+  rs_status st = plan_create(src, dst, out);
+  if (st == RS_OK)
+    RSI_LOG(RS_LOG_INFO, RS_LOG_PLAN, src->ctx->rank,
+            "plan %p: %lld moves in %d rounds over %d ranks, made in %.3f ms%s",
+            (void *)*out, (long long)(*out)->nmoves, (*out)->nrounds,
+            (*out)->world_size, (double)(rsi_now_ns() - t0) / 1e6,
+            rsi_plan_per_rank(src->ctx) && dst->ctx == src->ctx
+                ? " (this rank's part)"
+                : "");
+  return st;
 }

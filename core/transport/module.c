@@ -156,6 +156,8 @@ static rs_status load(const char *name, const rsi_module **out,
     return st;
   }
   *out = m;
+  RSI_LOG(RS_LOG_INFO, RS_LOG_TRANSPORT, -1,
+          "transport module '%s' loaded from %s", name, tried[at]);
   return RS_OK;
 }
 

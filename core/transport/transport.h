@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/log.h"
 
 typedef struct rsi_transport rsi_transport;
 struct rsi_copy; /* core/copy/engine.h */
@@ -196,7 +197,7 @@ static inline bool rsi_transport_aborted(const rsi_transport *t) {
  * with sizeof(rsi_module_args) as it was built and `version` with
  * RSI_MODULE_ARGS_VERSION; a module refuses a version it does not know
  * and a size too small for that version (rsi_module_args_check). */
-#define RSI_MODULE_ARGS_VERSION 2u
+#define RSI_MODULE_ARGS_VERSION 3u
 typedef struct rsi_module_args {
   uint32_t size;    /* sizeof(rsi_module_args) the caller built with */
   uint32_t version; /* RSI_MODULE_ARGS_VERSION */
@@ -213,6 +214,9 @@ typedef struct rsi_module_args {
    * on devices[i]); NULL otherwise. */
   const int *devices;
   int ndevices;
+  /* Version 3: the library's log, which the module logs through
+   * (rsi_log_adopt); NULL: the module logs nothing. */
+  rsi_log_state *log;
 } rsi_module_args;
 
 /* Arguments of the current version with nothing set: no engine, rank,
@@ -222,6 +226,7 @@ static inline rsi_module_args rsi_module_args_init(void) {
   a.size = (uint32_t)sizeof a;
   a.version = RSI_MODULE_ARGS_VERSION;
   a.rank = a.world = a.device = -1;
+  a.log = rsi_log_now;
   return a;
 }
 

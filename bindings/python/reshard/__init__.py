@@ -41,6 +41,8 @@ from .errors import (ArgumentError, CorruptError, Error, InternalError,
                      TimeoutError, TransportError, UnsupportedError,
                      error_class)
 from .layout import Layout, ScaleRule, TensorInfo
+from .logs import (LOG_LEVELS, LOG_SUBSYSTEMS, log_level, log_to_python,
+                   log_to_stderr, set_log_level)
 from .mesh import (DeviceMesh, LocalBox, Replicate, Shard, ShardedTensor,
                    StridedShard, dtensor_local_box, dtensor_local_boxes)
 from .plan import DST, SRC, STAT_NAMES, Plan, Side
@@ -59,7 +61,8 @@ __all__ = [
     "NCCL_UNIQUE_ID_BYTES", "nccl_unique_id", "library_version",
     "Status", "Error", "ArgumentError", "LayoutError", "UnsupportedError",
     "ResourceError", "TransportError", "MismatchError", "CorruptError",
-    "InternalError", "error_class",
+    "InternalError", "error_class", "set_log_level", "log_level",
+    "log_to_python", "log_to_stderr", "LOG_LEVELS", "LOG_SUBSYSTEMS",
 ]
 # reshard.TimeoutError (a subclass of the built-in TimeoutError) is left out
 # of __all__ so that `from reshard import *` does not shadow the built-in.

@@ -1082,6 +1082,77 @@ RS_API rs_status rs_plan_wait(rs_plan *plan);
  */
 RS_API rs_status rs_context_abort(rs_context *ctx);
 
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * libreshard logs what it does the way NCCL does, off unless asked for. The
+ * environment sets it when the library is loaded:
+ *   RESHARD_DEBUG=WARN|INFO|TRACE   the level (case does not matter)
+ *   RESHARD_DEBUG_SUBSYS=PLAN,EXEC  the subsystems (CONTEXT, LAYOUT, PLAN,
+ *                                   EXEC, TRANSPORT, ALL; a leading ^ keeps
+ *                                   all but those named); default ALL
+ *   RESHARD_DEBUG_FILE=/tmp/rs.%h.%p  where lines go (%h: host name, %p:
+ *                                   process id, %%: %); default stderr
+ * A line reads "host:pid:tid [rank] RESHARD INFO plan: ...", rank "-" where
+ * none applies. WARN lines name every failure where it is recorded (the
+ * rs_last_error() text), INFO the life of contexts, plans and executions,
+ * TRACE each round of an execution. A message is formatted only when its
+ * level and subsystem are on.
+ */
+
+/** Log levels, each including those before it. Pinned values. @since 0.6 */
+typedef enum rs_log_level {
+  RS_LOG_NONE = 0,
+  RS_LOG_WARN = 1,
+  RS_LOG_INFO = 2,
+  RS_LOG_TRACE = 3
+} rs_log_level;
+
+/** Subsystems, a bit each (pinned), for rs_log_set_level and the
+ *  callback. @since 0.6 */
+#define RS_LOG_CONTEXT 0x01u   /* contexts, settings, the C API's checks */
+#define RS_LOG_LAYOUT 0x02u    /* layouts, DTensor placements, the wire */
+#define RS_LOG_PLAN 0x04u      /* planning */
+#define RS_LOG_EXEC 0x08u      /* executions and copies */
+#define RS_LOG_TRANSPORT 0x10u /* transports and their modules */
+#define RS_LOG_ALL 0xffffffffu /* every subsystem, later ones included */
+
+/**
+ * Where log messages go instead of the file or stderr: called with
+ * @p user, the message's level, its one subsystem bit, the rank it is
+ * about (-1: none) and the text (no trailing newline, valid during the
+ * call only). It may be called from any thread of the library, several
+ * at once, and must not call back into libreshard except rs_log_*.
+ * @since 0.6
+ */
+typedef void (*rs_log_fn)(void *user, rs_log_level level, unsigned subsys,
+                          int rank, const char *message);
+
+/**
+ * Set the level and the subsystems (RS_LOG_* bits; 0 logs nothing) of the
+ * whole process, overriding RESHARD_DEBUG and RESHARD_DEBUG_SUBSYS.
+ * Errors: RS_ERR_INVALID_ARGUMENT (a level outside RS_LOG_NONE..
+ * RS_LOG_TRACE; nothing changes). Details in rs_last_error(). @since 0.6
+ */
+RS_API rs_status rs_log_set_level(rs_log_level level, unsigned subsystems);
+
+/**
+ * The level and subsystems now in force (either pointer may be NULL).
+ * Errors: none (RS_OK). @since 0.6
+ */
+RS_API rs_status rs_log_get_level(rs_log_level *level, unsigned *subsystems);
+
+/**
+ * Send every message to @p fn with @p user from now on (NULL: back to
+ * RESHARD_DEBUG_FILE or stderr). A message being written while the
+ * callback changes may still reach the one before: keep its @p user valid
+ * until no execution, plan or context of the process is in use.
+ * Errors: none (RS_OK). @since 0.6
+ */
+RS_API rs_status rs_log_set_callback(rs_log_fn fn, void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -996,6 +996,7 @@ static rs_status mpi_create(const rsi_module_args *args, rsi_transport **out,
                             int *rank, int *world, int **host_of,
                             rsi_err *err) {
   RSI_TRY(rsi_module_args_check(args, "mpi", err));
+  rsi_log_adopt(args->log);
   int64_t handle = args->engine;
   int up = 0, down = 0;
   MPI_Initialized(&up);
@@ -1051,6 +1052,9 @@ static rs_status mpi_create(const rsi_module_args *args, rsi_transport **out,
   *rank = mt->rank;
   *world = mt->world;
   *host_of = hosts;
+  RSI_LOG(RS_LOG_INFO, RS_LOG_TRANSPORT, mt->rank,
+          "MPI transport: rank %d of %d, timeout %lld ms", mt->rank, mt->world,
+          (long long)timeout_ms);
   return RS_OK;
 }
 

@@ -505,6 +505,7 @@ static rs_status nccl_create(const rsi_module_args *args, rsi_transport **out,
                              int *rank, int *world, int **host_of,
                              rsi_err *err) {
   RSI_TRY(rsi_module_args_check(args, "nccl", err));
+  rsi_log_adopt(args->log);
   int prev = current_device();
   nccl_transport *nt = NULL;
   *host_of = NULL;
