@@ -23,7 +23,13 @@
  * with RS_PARAM_INTEGRITY=1 (every message checksummed), alternating with
  * the plain one, and the ratio on/off is printed against its 1.15x target.
  *
- * Usage: mpirun -np 8 bench_mpi_refit [layers=2] [repetitions=3] [integrity=0] */
+ * With a fourth argument 1, the reshard runs alternately with the log off
+ * and at INFO (rs_log_set_level; each rank's lines written to a temporary
+ * file of its own by an rs_log_fn), and the ratio INFO/off is printed
+ * against its 1.02x target.
+ *
+ * Usage: mpirun -np 8 bench_mpi_refit [layers=2] [repetitions=3] [integrity=0]
+ *                                     [log=0] */
 #include <mpi.h> /* before bench_common.h: its MPI helpers need it */
 
 #include "bench_common.h"
@@ -109,6 +115,12 @@ static void poison_and_check(job *j, void (*run)(void *), const char *what,
                              (size_t)DST_BYTES, seconds, reps);
 }
 
+/* The log's lines into a file of this rank's (bench argument log=1). */
+static void write_log_line(void *user, rs_log_level level, unsigned subsys,
+                           int rank, const char *message) {
+  fprintf(user, "%d %u %d %s\n", (int)level, subsys, rank, message);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int world;
@@ -117,11 +129,12 @@ int main(int argc, char **argv) {
   int layers = argc > 1 ? atoi(argv[1]) : 2;
   int reps = argc > 2 ? atoi(argv[2]) : 3;
   int integrity = argc > 3 ? atoi(argv[3]) : 0;
+  int logging = argc > 4 ? atoi(argv[4]) : 0;
   if (world != WORLD || layers < 1 || layers > MAX_T / 11 || reps < 1 ||
-      integrity < 0 || integrity > 1) {
+      integrity < 0 || integrity > 1 || logging < 0 || logging > 1) {
     if (me == 0)
       fprintf(stderr, "usage: mpirun -np %d bench_mpi_refit [layers 1..%d] [reps] "
-              "[integrity 0|1]\n",
+              "[integrity 0|1] [log 0|1]\n",
               WORLD, MAX_T / 11);
     MPI_Finalize();
     return 2;
@@ -185,6 +198,29 @@ int main(int argc, char **argv) {
       poison_and_check(&ji, run_reshard, "reshard, integrity on", &ti_on[k], 1);
     }
     rs_plan_destroy(ji.plan);
+  }
+
+  /* The log off and at INFO, alternating. */
+  double *tl_off = bench_xcalloc((size_t)reps, sizeof *tl_off);
+  double *tl_on = bench_xcalloc((size_t)reps, sizeof *tl_on);
+  long log_lines = 0;
+  if (logging) {
+    FILE *lines = tmpfile();
+    if (!lines) {
+      perror("bench_mpi_refit: tmpfile");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    BENCH_CHECK(ctx, rs_log_set_callback(write_log_line, lines));
+    for (int k = 0; k < reps; k++) {
+      BENCH_CHECK(ctx, rs_log_set_level(RS_LOG_NONE, RS_LOG_ALL));
+      poison_and_check(&j, run_reshard, "reshard, log off", &tl_off[k], 1);
+      BENCH_CHECK(ctx, rs_log_set_level(RS_LOG_INFO, RS_LOG_ALL));
+      poison_and_check(&j, run_reshard, "reshard, log INFO", &tl_on[k], 1);
+    }
+    BENCH_CHECK(ctx, rs_log_set_level(RS_LOG_NONE, RS_LOG_ALL));
+    BENCH_CHECK(ctx, rs_log_set_callback(NULL, NULL));
+    log_lines = ftell(lines);
+    fclose(lines);
   }
 
   /* memcpy of the bytes the destination ranks receive, in one process. */
@@ -258,6 +294,16 @@ int main(int argc, char **argv) {
              on / off, on <= 1.15 * off ? "PASS" : "FAIL");
     }
   }
+  if (logging && me == 0) {
+    double off = bench_median(tl_off, reps), on = bench_median(tl_on, reps);
+    printf("log: reshard x %d alternating, median off %.3f s, INFO %.3f s "
+           "(min %.3f / %.3f; rank 0 wrote %ld bytes of log): INFO/off "
+           "%.3fx, target <= 1.02x: %s\n",
+           reps, off, on, bench_min(tl_off, reps), bench_min(tl_on, reps),
+           log_lines, on / off, on <= 1.02 * off ? "PASS" : "FAIL");
+  }
+  free(tl_off);
+  free(tl_on);
   free(ti_off);
   free(ti_on);
   free(ts);
