@@ -246,6 +246,48 @@ function M.version() return C.rsw_version() end
 --- Name of a status code ("RS_ERR_OUT_OF_BOUNDS").
 function M.status_name(s) return C.rsw_status_name(toint32(s, "status")) end
 
+--- The library's log levels and subsystems (RESHARD_DEBUG,
+--- RESHARD_DEBUG_SUBSYS); lines go to RESHARD_DEBUG_FILE or stderr. Since 0.6.
+M.LOG_LEVELS = { none = 0, warn = 1, info = 2, trace = 3 }
+M.LOG_SUBSYSTEMS = { context = 0x01, layout = 0x02, plan = 0x04, exec = 0x08,
+  transport = 0x10 }
+
+--- Log at level ("none", "warn", "info", "trace") for the subsystems (a
+--- list of names; nil: all) in the whole process, over the environment.
+function M.set_log_level(level, subsystems)
+  local code = M.LOG_LEVELS[level]
+  if code == nil then
+    argerror(format("log level %s is none, warn, info or trace",
+      tostring(level)))
+  end
+  local mask = 0xffffffff
+  if subsystems ~= nil then
+    mask = 0
+    for _, name in ipairs(subsystems) do
+      local bit = M.LOG_SUBSYSTEMS[name]
+      if bit == nil then
+        argerror(format("log subsystem %s is none of context, layout, plan, "
+          .. "exec, transport", tostring(name)))
+      end
+      mask = mask | bit
+    end
+  end
+  C.rsw_log_set_level(R, code, mask)
+  check(R)
+end
+
+--- The level now in force ("info") and the set of its subsystems
+--- ({ plan = true, ... }).
+function M.log_level()
+  local code, mask = C.rsw_log_level(), C.rsw_log_subsystems()
+  local name, subs = nil, {}
+  for k, v in pairs(M.LOG_LEVELS) do if v == code then name = k end end
+  for k, v in pairs(M.LOG_SUBSYSTEMS) do
+    if mask & v ~= 0 then subs[k] = true end
+  end
+  return name, subs
+end
+
 local PARAM = {
   staging_bytes = C.RS_PARAM_STAGING_BYTES,
   slice_bytes = C.RS_PARAM_SLICE_BYTES,
