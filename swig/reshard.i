@@ -305,6 +305,16 @@ typedef struct rs_recipe rs_recipe;
 %constant int RS_STRIDED_DISTRIBUTE = 1;
 %constant int RS_STRIDED_FSDP2 = 2;
 
+%constant int RS_LOG_NONE = 0;
+%constant int RS_LOG_WARN = 1;
+%constant int RS_LOG_INFO = 2;
+%constant int RS_LOG_TRACE = 3;
+%constant int RS_LOG_CONTEXT = 1;
+%constant int RS_LOG_LAYOUT = 2;
+%constant int RS_LOG_PLAN = 4;
+%constant int RS_LOG_EXEC = 8;
+%constant int RS_LOG_TRANSPORT = 16;
+
 %constant int RS_SCALE_AMAX = 1;
 %constant int RS_SCALE_UE8M0 = 2;
 
