@@ -25,6 +25,7 @@ static rs_log_fn callback; /* under mu */
 static void *callback_user;
 static FILE *out;          /* under mu: NULL until the first line */
 static char *file_pattern; /* RESHARD_DEBUG_FILE, or NULL */
+static char host[256];     /* this host's name, read with the environment */
 
 static const char *const level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
 static const struct {
@@ -79,15 +80,15 @@ static unsigned subsys_from_env(void) {
   return invert ? ~bits : bits;
 }
 
+/* Runs once, before any rs_log_set_level stores (which calls start()
+ * first), so that the environment never overrides a later setting. */
 static void read_env(void) {
-  /* rs_log_set_level before the first check wins over the environment */
-  int unset = -1;
-  unsigned bits = subsys_from_env();
-  if (atomic_compare_exchange_strong(&rsi_log_library.level, &unset,
-                                     level_from_env()))
-    atomic_store(&rsi_log_library.subsys, bits);
+  gethostname(host, sizeof host - 1);
+  if (host[0] == '\0') snprintf(host, sizeof host, "?");
   const char *f = getenv("RESHARD_DEBUG_FILE");
   if (f && f[0]) file_pattern = strdup(f);
+  atomic_store(&rsi_log_library.subsys, subsys_from_env());
+  atomic_store(&rsi_log_library.level, level_from_env());
 }
 
 static int start(void) {
@@ -100,9 +101,8 @@ void rsi_log_start(void) { start(); }
 /* RESHARD_DEBUG_FILE with %h (host name), %p (process id) and %% replaced. */
 static FILE *open_file(void) {
   if (!file_pattern) return stderr;
-  char path[4096], host[256] = "";
+  char path[4096];
   size_t n = 0;
-  gethostname(host, sizeof host - 1);
   for (const char *p = file_pattern; *p && n + 1 < sizeof path; p++) {
     if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p' || p[1] == '%')) {
       char part[256];
@@ -142,15 +142,12 @@ static void write_line(rs_log_level level, unsigned subsys, int rank,
     return;
   }
   if (!out) out = open_file();
-  char host[64] = "", who[16] = "-";
-  gethostname(host, sizeof host - 1);
-  if (host[0] == '\0') snprintf(host, sizeof host, "?");
-  char *dot = strchr(host, '.');
-  if (dot) *dot = '\0';
+  char who[16] = "-";
   if (rank >= 0) snprintf(who, sizeof who, "%d", rank);
+  int short_host = (int)strcspn(host, "."); /* as NCCL prints it */
   fprintf(
-      out, "%s:%ld:%ld [%s] RESHARD %s %s: %s\n", host, (long)getpid(),
-      (long)syscall(SYS_gettid), who,
+      out, "%.*s:%ld:%ld [%s] RESHARD %s %s: %s\n", short_host, host,
+      (long)getpid(), (long)syscall(SYS_gettid), who,
       level >= RS_LOG_WARN && level <= RS_LOG_TRACE ? level_names[level] : "?",
       subsys_name(subsys), text);
   fflush(out);

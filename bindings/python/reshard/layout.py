@@ -4,6 +4,7 @@ its buffers."""
 from __future__ import annotations
 
 import enum
+import operator
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
@@ -354,7 +355,7 @@ class Layout(_Handle):
             dt = dtypes.get(name)
             dt = to_dtype(dt if dt is not None else
                           getattr(value, "dtype", None))
-            shape = tuple(map(int, value.shape))
+            shape = tuple(map(operator.index, value.shape))
             known = tensors.get(name)
             if known is None:
                 if not isinstance(name, str):
